@@ -1,0 +1,97 @@
+// kernels/ops.h: every op fimi's model uses, declared once (DESIGN.md
+// principle 2). kernels/cpu/ implements them in float32 (the reference and the
+// CPU backend); kernels/cuda/ will implement the same ops with bf16 storage and
+// fp32 accumulation behind a run-time backend switch.
+//
+// Conventions shared by every op:
+// - Row-major. N = number of token rows (B*T). Shapes are in the comments.
+// - Backward ops OVERWRITE gradients of activations (dinp, dq, ...) and
+//   ACCUMULATE (+=) into gradients of parameters (dweight, dwte), so that
+//   micro-batches accumulate and a caller zeroes parameter grads once a step.
+// - A gradient pointer may be NULL when the caller does not need it.
+// - Outputs may alias inputs only where an op says "in place allowed".
+// - Ops never allocate per call beyond small stack/thread-local scratch.
+#ifndef FIMI_KERNELS_OPS_H
+#define FIMI_KERNELS_OPS_H
+
+#include <stddef.h>
+
+typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } Device;
+
+// ---- matmul: out = inp @ weight^T (no bias: Gemma has none) ----
+// out (N, OC), inp (N, C), weight (OC, C)
+void matmul_forward(float *out, const float *inp, const float *weight, int N, int C, int OC);
+// dinp (N, C) overwritten, dweight (OC, C) accumulated, dout (N, OC)
+void matmul_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight, int N, int C,
+                     int OC);
+
+// ---- RMSNorm, Gemma flavour: out = x * rsqrt(mean(x^2) + eps) * (1 + w) ----
+// out (N, C), rstd (N) saved for backward, inp (N, C), weight (C).
+// Also used per head for q_norm/k_norm with N = rows*heads, C = head_dim.
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps);
+// dinp (N, C) overwritten, dweight (C) accumulated
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                      const float *rstd, int N, int C);
+
+// ---- RoPE, rotate_half convention: pairs (i, i + hd/2) ----
+// x (N, nheads, hd), positions (N). angle = (pos / position_scale) * theta^(-2i/hd),
+// cos/sin in fp32 (position_scale is HF's "linear" rope_scaling factor; 1 = none).
+// In place allowed (out == inp).
+void rope_forward(float *out, const float *inp, const int *positions, int N, int nheads, int hd, float theta,
+                  float position_scale);
+// The inverse rotation applied to dout. In place allowed (dinp == dout).
+void rope_backward(float *dinp, const float *dout, const int *positions, int N, int nheads, int hd, float theta,
+                   float position_scale);
+
+// ---- attention (causal, optional sliding window, optional softcap, GQA) ----
+// q (B, T, nh, hd), k and v (B, T, nkv, hd), out (B, T, nh, hd), lse (B, nh, T).
+// score = q.k * scale; if softcap > 0: score = softcap * tanh(score / softcap);
+// query i sees keys j with j <= i and, if window > 0, j > i - window.
+// kv head of query head h = h / (nh / nkv). Memory is linear in T: keys are
+// visited in tiles with a running max and sum (online softmax); lse is the
+// log-sum-exp of each query row's scores, saved for backward.
+void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int nh,
+                       int nkv, int hd, int window, float softcap, float scale);
+// dq (B, T, nh, hd), dk and dv (B, T, nkv, hd) overwritten; dout, out like out.
+void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                        const float *v, const float *out, const float *lse, int B, int T, int nh, int nkv, int hd,
+                        int window, float softcap, float scale);
+// Decode: one new query per sequence against its KV cache.
+// q (B, nh, hd), k_cache and v_cache (B, S, nkv, hd), lengths (B): number of
+// valid cache rows for each sequence, the new token's own k/v included (the
+// query's position is lengths[b] - 1). out (B, nh, hd).
+void attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache, const int *lengths,
+                      int B, int S, int nh, int nkv, int hd, int window, float softcap, float scale);
+
+// ---- GeGLU: out = gelu_tanh(gate) * up ----
+// out, gate, up (n) elementwise (n = N * intermediate)
+void geglu_forward(float *out, const float *gate, const float *up, size_t n);
+// dgate, dup (n) overwritten
+void geglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, size_t n);
+
+// ---- embedding: out = wte[token] * scale ----
+// out (N, C), tokens (N) in [0, V), wte (V, C). `scale` is sqrt(C) rounded to
+// the working dtype by the caller (fp32 on CPU, bf16 on CUDA), as HF does.
+void embedding_forward(float *out, const int *tokens, const float *wte, int N, int C, float scale);
+// dwte (V, C) accumulated, deterministically (fixed order per token row).
+void embedding_backward(float *dwte, const float *dout, const int *tokens, int N, int C, float scale);
+
+// ---- fused LM head + optional final softcap + log-softmax + gather ----
+// hidden (N, C) (after the final norm), wte (V, C) tied head, targets (N).
+// logprobs (N) = log softmax(cap(hidden @ wte^T))[target]; lse (N) saved.
+// Rows with target < 0 get logprob 0 and are skipped. Never materializes
+// (N, V): vocab is walked in chunks with an online log-sum-exp.
+void lm_head_logprob_forward(float *logprobs, float *lse, const float *hidden, const float *wte, const int *targets,
+                             int N, int C, int V, float softcap);
+// dhidden (N, C) overwritten, dwte (V, C) accumulated, dlogprobs (N).
+void lm_head_logprob_backward(float *dhidden, float *dwte, const float *dlogprobs, const float *hidden,
+                              const float *wte, const int *targets, const float *lse, int N, int C, int V,
+                              float softcap);
+// Full logits for a few rows (decode/sampling): logits (N, V), softcap applied.
+void lm_head_logits(float *logits, const float *hidden, const float *wte, int N, int C, int V, float softcap);
+
+// ---- elementwise ----
+// out = a + b (n). In place allowed (out == a or out == b).
+void residual_add(float *out, const float *a, const float *b, size_t n);
+
+#endif

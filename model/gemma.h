@@ -1,0 +1,92 @@
+// model/gemma.h: the Gemma model on the CPU backend, written out layer by
+// layer (llm.c style). Defines GemmaModel, its flat parameter buffers with
+// HF-named tensors, forward (per-token log-probs of given targets), backward
+// (gradients of every parameter), and random init.
+//
+// Parameter layout: one flat float buffer per transformer layer (the unit
+// ZeRO-3 shards later) plus one "globals" buffer (embedding, final norm).
+// Per layer, in this order (HF names under model.layers.N.):
+//   input_layernorm.weight            (C)
+//   self_attn.q_proj.weight           (nh*hd, C)
+//   self_attn.k_proj.weight           (nkv*hd, C)
+//   self_attn.v_proj.weight           (nkv*hd, C)
+//   self_attn.o_proj.weight           (C, nh*hd)
+//   self_attn.q_norm.weight           (hd)        gemma3 only
+//   self_attn.k_norm.weight           (hd)        gemma3 only
+//   post_attention_layernorm.weight   (C)
+//   pre_feedforward_layernorm.weight  (C)
+//   mlp.gate_proj.weight              (I, C)
+//   mlp.up_proj.weight                (I, C)
+//   mlp.down_proj.weight              (C, I)
+//   post_feedforward_layernorm.weight (C)
+// Globals: model.embed_tokens.weight (V, C) (tied LM head), model.norm.weight (C).
+#ifndef FIMI_MODEL_GEMMA_H
+#define FIMI_MODEL_GEMMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "model/gemma_config.h"
+
+#define GEMMA_NAME_MAX 96
+
+// One named tensor inside a flat buffer.
+typedef struct GemmaTensor {
+  char name[GEMMA_NAME_MAX];  // HF name, e.g. "model.layers.3.mlp.up_proj.weight"
+  int ndim;                   // 1 or 2
+  int64_t shape[2];
+  size_t offset;              // in floats, within its buffer
+  size_t numel;
+  int layer;                  // -1 for globals
+  int is_norm;                // norm weights: stored centred on 0, no weight decay
+} GemmaTensor;
+
+typedef struct GemmaActivations GemmaActivations;  // defined in gemma.c
+
+typedef struct GemmaModel {
+  GemmaConfig config;
+  // Parameters: globals then layers.
+  float *globals;          // (V*C + C)
+  float *layers[GEMMA_MAX_LAYERS];  // each (layer_numel)
+  size_t globals_numel;
+  size_t layer_numel;
+  // Gradients, same layout; allocated by gemma_model_alloc_grads.
+  float *globals_grad;
+  float *layers_grad[GEMMA_MAX_LAYERS];
+  // Tensor table in HF order (globals first, then layer by layer).
+  GemmaTensor *tensors;
+  int num_tensors;
+  // Forward/backward state (allocated lazily for the largest B*T seen).
+  GemmaActivations *acts;
+  int recompute;           // 1: keep only layer inputs, recompute inside backward
+} GemmaModel;
+
+int gemma_model_create(GemmaModel *model, const GemmaConfig *cfg, FimiError *err);
+void gemma_model_free(GemmaModel *model);
+// N(0, 0.02) for matrices and embedding, 0 for norm weights (HF's init).
+void gemma_model_init_random(GemmaModel *model, uint64_t seed);
+int gemma_model_alloc_grads(GemmaModel *model, FimiError *err);
+void gemma_model_zero_grads(GemmaModel *model);
+// Pointer to a tensor's parameters / gradients (NULL grads if not allocated).
+float *gemma_tensor_data(GemmaModel *model, const GemmaTensor *t);
+float *gemma_tensor_grad(GemmaModel *model, const GemmaTensor *t);
+const GemmaTensor *gemma_find_tensor(const GemmaModel *model, const char *name);
+int64_t gemma_model_param_count(const GemmaModel *model);
+
+// Forward over a batch of B sequences of length T.
+// tokens (B, T) inputs; targets (B, T) the token to score at each position
+// (usually tokens shifted left), -1 = not scored. Positions are 0..T-1.
+// logprobs (B, T) out: log p(target | prefix), 0 where target < 0.
+// Activations needed by backward are kept inside the model.
+int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                  FimiError *err);
+// Backward of sum(dlogprobs * logprobs) for the last forward; accumulates
+// into the parameter gradients (call gemma_model_zero_grads first).
+// dlogprobs (B, T). For SFT: dlogprobs = -mask / count.
+int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err);
+
+// Scale applied to embeddings: sqrt(C) rounded to the working dtype (fp32 here).
+float gemma_embed_scale(const GemmaConfig *cfg);
+
+#endif

@@ -1,0 +1,54 @@
+// model/gemma_config.h: the Gemma architecture hyper-parameters. Defines
+// GemmaConfig, reading it from a Hugging Face config.json (model_type
+// "gemma2", "gemma3_text", or "gemma3" with a text_config inside), named
+// presets (tiny, small-10m, gemma3-270m, gemma3-1b, gemma3-4b), writing it back
+// as an HF config.json, and validation. Unknown or unsupported fields are
+// errors naming the field, never silent defaults.
+#ifndef FIMI_MODEL_GEMMA_CONFIG_H
+#define FIMI_MODEL_GEMMA_CONFIG_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+
+#define GEMMA_MAX_LAYERS 256
+
+typedef enum { GEMMA_FAMILY_GEMMA2 = 2, GEMMA_FAMILY_GEMMA3 = 3 } GemmaFamily;
+
+typedef struct GemmaConfig {
+  GemmaFamily family;           // gemma2: softcaps, no q/k norm; gemma3: q/k norm
+  int vocab_size;               // V
+  int hidden_size;              // C
+  int intermediate_size;        // I
+  int num_hidden_layers;        // L
+  int num_attention_heads;      // nh
+  int num_key_value_heads;      // nkv
+  int head_dim;                 // hd
+  int max_position_embeddings;
+  double rms_norm_eps;
+  double rope_theta;            // global (full-attention) layers
+  double rope_local_base_freq;  // sliding layers (gemma3); = rope_theta for gemma2
+  double rope_scaling_factor;   // HF rope_scaling {"rope_type":"linear"} on global layers; 1 = none
+  double query_pre_attn_scalar; // scores scaled by its ^-0.5
+  int sliding_window;           // W: query i sees keys i-W+1..i on sliding layers
+  double attn_logit_softcapping;  // 0 = none
+  double final_logit_softcapping; // 0 = none
+  int bos_token_id, eos_token_id, pad_token_id;
+  unsigned char layer_is_sliding[GEMMA_MAX_LAYERS];  // (L)
+} GemmaConfig;
+
+// Fills cfg from config.json at path; errors name the file and field.
+int gemma_config_load_json(GemmaConfig *cfg, const char *path, FimiError *err);
+// Same from JSON text already in memory; `what` names the source.
+int gemma_config_parse_json(GemmaConfig *cfg, const char *text, size_t length, const char *what, FimiError *err);
+// Named preset; the error lists the known names.
+int gemma_config_preset(GemmaConfig *cfg, const char *name, FimiError *err);
+// Writes an HF config.json (Gemma3ForCausalLM / Gemma2ForCausalLM) that
+// `transformers` loads. Returns a malloc'd string or NULL.
+char *gemma_config_to_json(const GemmaConfig *cfg, FimiError *err);
+// Checks ranges and divisibility (nh % nkv, even hd, ...).
+int gemma_config_validate(const GemmaConfig *cfg, FimiError *err);
+// Number of parameters (tied embedding counted once).
+int64_t gemma_config_param_count(const GemmaConfig *cfg);
+
+#endif
