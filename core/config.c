@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -101,26 +102,30 @@ int config_set(Config *config, const char *section, const char *key, const char 
   return 0;
 }
 
+// Debian's inih is built without INI_HANDLER_LINENO, so the reader below
+// counts lines itself: the handler always runs right after its line is read.
 typedef struct IniContext {
   Config *config;
   const char *path;
+  FILE *file;
+  int line;
   FimiError *err;
   int failed;
 } IniContext;
 
-static int ini_handler(void *user, const char *section, const char *name, const char *value, int lineno) {
+static char *config_read_line(char *str, int num, void *stream) {
+  IniContext *ctx = stream;
+  char *got = fgets(str, num, ctx->file);
+  if (got) ctx->line++;
+  return got;
+}
+
+static int config_ini_handler(void *user, const char *section, const char *name, const char *value) {
   IniContext *ctx = user;
   if (ctx->failed) return 0;
   char origin[1200];
-  snprintf(origin, sizeof origin, "%s:%d", ctx->path, lineno);
-  if (!name) {  // a section header with no keys yet
-    if (!section_known(ctx->config, section)) {
-      fimi_fail(ctx->err, "%s: unknown section [%s]", origin, section);
-      ctx->failed = 1;
-      return 0;
-    }
-    return 1;
-  }
+  snprintf(origin, sizeof origin, "%s:%d", ctx->path, ctx->line);
+  if (!name) return 1;
   if (config_set(ctx->config, section, name, value, origin, ctx->err) != 0) {
     ctx->failed = 1;
     return 0;
@@ -129,12 +134,15 @@ static int ini_handler(void *user, const char *section, const char *name, const 
 }
 
 int config_load_file(Config *config, const char *path, FimiError *err) {
-  IniContext ctx = {config, path, err, 0};
-  int rc = ini_parse(path, ini_handler, &ctx);
+  FILE *file = fopen(path, "r");
+  if (!file) return fimi_fail(err, "%s: cannot open config: %s", path, strerror(errno));
+  IniContext ctx = {config, path, file, 0, err, 0};
+  int rc = ini_parse_stream(config_read_line, &ctx, config_ini_handler, &ctx);
+  fclose(file);
   if (ctx.failed) return -1;
-  if (rc == -1) return fimi_fail(err, "%s: cannot open config", path);
   if (rc == -2) return fimi_fail(err, "%s: out of memory parsing config", path);
   if (rc > 0) return fimi_fail(err, "%s:%d: syntax error (expected [section] or key = value)", path, rc);
+  if (rc != 0) return fimi_fail(err, "%s: cannot parse config", path);
   return 0;
 }
 

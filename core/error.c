@@ -26,10 +26,17 @@ int fimi_fail_wrap(FimiError *err, const char *fmt, ...) {
   char inner[FIMI_ERROR_MESSAGE_MAX];
   memcpy(inner, err->message, sizeof inner);
   inner[sizeof inner - 1] = '\0';
-  if (err->failed)
-    snprintf(err->message, sizeof err->message, "%s: %s", prefix, inner);
-  else
-    snprintf(err->message, sizeof err->message, "%s", prefix);
+  // Keep the prefix whole and truncate the inner message if both do not fit.
+  size_t used = strlen(prefix);
+  memcpy(err->message, prefix, used + 1);
+  if (err->failed && used + 2 < sizeof err->message) {
+    memcpy(err->message + used, ": ", 3);
+    used += 2;
+    size_t room = sizeof err->message - used - 1, n = strlen(inner);
+    if (n > room) n = room;
+    memcpy(err->message + used, inner, n);
+    err->message[used + n] = '\0';
+  }
   err->failed = 1;
   return -1;
 }

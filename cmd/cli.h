@@ -1,0 +1,49 @@
+// cmd/cli.h: what the `fimi` subcommands share. Defines CliOptions (the
+// common flags --config, --set, --device, --log-level, --seed), cli_parse_common,
+// the config schema fimi knows today, cli_fail (print and return exit code),
+// and parse_token_ids. Only cmd/ prints errors and picks exit codes.
+#ifndef FIMI_CMD_CLI_H
+#define FIMI_CMD_CLI_H
+
+#include "core/config.h"
+#include "core/error.h"
+#include "kernels/ops.h"
+
+#define CLI_MAX_OVERRIDES 64
+#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_FAILURE 1
+
+typedef struct CliOptions {
+  const char *config_path;
+  const char *overrides[CLI_MAX_OVERRIDES];
+  int num_overrides;
+  Device device;
+  Config config;
+} CliOptions;
+
+// Consumes the common flags from argv (in place); leftover arguments are
+// compacted to the front and their count returned, or -1 on a usage error.
+int cli_parse_common(CliOptions *opts, int argc, char **argv, FimiError *err);
+// Loads the schema, then the --config file, then the --set overrides.
+int cli_load_config(CliOptions *opts, FimiError *err);
+// Prints "fimi <command>: <message>" and returns CLI_EXIT_FAILURE.
+int cli_fail(const char *command, const FimiError *err);
+// Parses "2,45,17" into ids (malloc'd); each id must be in [0, vocab).
+int parse_token_ids(const char *text, int vocab, int **ids, int *count, FimiError *err);
+
+// Returns the value after a flag (argv[*i] is the flag), advancing *i, or
+// NULL with an error when it is missing.
+const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err);
+int cli_parse_int(const char *flag, const char *text, long min, long max, long *out, FimiError *err);
+int cli_parse_float(const char *flag, const char *text, double *out, FimiError *err);
+
+struct GemmaConfig;
+// The model architecture named by [model] preset / config_json.
+int cli_model_config(const CliOptions *opts, struct GemmaConfig *config, FimiError *err);
+
+int cmd_info(int argc, char **argv);
+int cmd_init(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_score(int argc, char **argv);
+
+#endif

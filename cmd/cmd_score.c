@@ -1,0 +1,68 @@
+// cmd/cmd_score.c: `fimi score --model DIR --ids 2,45,17`: prints the
+// per-token log-probs log p(ids[t] | ids[<t]) for t >= 1 as JSON, computed by
+// the fused LM-head op. Used by the Hugging Face parity test.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cli.h"
+#include "kernels/device.h"
+#include "model/gemma.h"
+#include "model/weights.h"
+
+static int score_ids(GemmaModel *model, const int *ids, int count, FimiError *err) {
+  if (count < 2) return fimi_fail(err, "--ids: need at least 2 tokens to score");
+  int *targets = malloc(sizeof(int) * (size_t)count);
+  float *logprobs = malloc(sizeof(float) * (size_t)count);
+  if (!targets || !logprobs) {
+    free(targets);
+    free(logprobs);
+    return fimi_fail(err, "out of memory");
+  }
+  for (int t = 0; t < count; t++) targets[t] = t + 1 < count ? ids[t + 1] : -1;
+  int rc = gemma_forward(model, ids, targets, 1, count, logprobs, err);
+  if (rc == 0) {
+    printf("{\"logprobs\": [");
+    for (int t = 0; t + 1 < count; t++) printf("%s%.9g", t ? ", " : "", logprobs[t]);
+    printf("]}\n");
+  }
+  free(targets);
+  free(logprobs);
+  return rc;
+}
+
+int cmd_score(int argc, char **argv) {
+  FimiError err = {0};
+  CliOptions opts;
+  int rest = cli_parse_common(&opts, argc, argv, &err);
+  if (rest < 0) return cli_fail("score", &err);
+  const char *model_dir = NULL, *ids_text = NULL;
+  for (int i = 1; i < rest; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: fimi score --model DIR --ids ID,ID,...\n"
+             "  prints {\"logprobs\": [...]}: log p(ids[t] | ids[<t]) for t = 1..n-1\n");
+      return 0;
+    }
+    const char *flag = argv[i], *value = cli_flag_value(rest, argv, &i, &err);
+    if (!value) return cli_fail("score", &err);
+    if (!strcmp(flag, "--model")) model_dir = value;
+    else if (!strcmp(flag, "--ids")) ids_text = value;
+    else {
+      fimi_fail(&err, "unknown option %s (see fimi score --help)", flag);
+      return cli_fail("score", &err);
+    }
+  }
+  if (!model_dir || !ids_text) {
+    fimi_fail(&err, "--model DIR and --ids are required");
+    return cli_fail("score", &err);
+  }
+  if (device_require(opts.device, &err) != 0) return cli_fail("score", &err);
+  GemmaModel model;
+  if (gemma_load_pretrained(&model, model_dir, &err) != 0) return cli_fail("score", &err);
+  int *ids = NULL, count = 0;
+  int rc = parse_token_ids(ids_text, model.config.vocab_size, &ids, &count, &err);
+  if (rc == 0) rc = score_ids(&model, ids, count, &err);
+  free(ids);
+  gemma_model_free(&model);
+  return rc == 0 ? 0 : cli_fail("score", &err);
+}

@@ -1,0 +1,41 @@
+// cmd/main.c: the `fimi` entry point: dispatches to subcommands.
+// Subcommands that later issues add (train, eval, env, data, tokenizer,
+// export, mcp, bench) register in the table below.
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cli.h"
+
+typedef struct Subcommand {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} Subcommand;
+
+static const Subcommand subcommands[] = {
+    {"info", cmd_info, "show build and devices, or a model's config and tensors (fimi info [PATH])"},
+    {"init", cmd_init, "initialize a model from a preset or config.json and save it (safetensors)"},
+    {"generate", cmd_generate, "generate tokens from a saved model with a KV cache"},
+    {"score", cmd_score, "print per-token log-probs of a token sequence under a saved model (JSON)"},
+};
+
+static void print_usage(FILE *out) {
+  fprintf(out, "usage: fimi <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+    fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+  fprintf(out,
+          "\ncommon options: --config FILE.ini  --set section.key=value  --device cpu|cuda\n"
+          "run `fimi <command> --help` for a command's options\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    print_usage(stdout);
+    return argc < 2 ? CLI_EXIT_USAGE : 0;
+  }
+  for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+    if (!strcmp(argv[1], subcommands[i].name)) return subcommands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "fimi: unknown command \"%s\"\n\n", argv[1]);
+  print_usage(stderr);
+  return CLI_EXIT_USAGE;
+}
