@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# launch/install-deps.sh: installs what fimi needs on a Debian machine, only
+# the packages that are missing. Usage: launch/install-deps.sh [--python]
+#   --python also creates .venv with the interop test packages (pip).
+# Sourced by demo.sh and test.sh; safe to run again.
+set -euo pipefail
+
+FIMI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libcjson-dev libinih-dev python3-venv)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = "--python" ]; then
+  if [ ! -x "$FIMI_ROOT/.venv/bin/python" ]; then
+    python3 -m venv "$FIMI_ROOT/.venv"
+  fi
+  # torch/transformers are optional (large): hf_parity.py skips without them.
+  "$FIMI_ROOT/.venv/bin/pip" install -q --disable-pip-version-check pytest numpy safetensors
+fi
