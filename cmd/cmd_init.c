@@ -12,14 +12,14 @@
 static void print_init_help(void) {
   printf(
       "usage: fimi init --out DIR [--preset NAME | --config-json FILE] [--seed N] [--dtype f32|bf16]\n"
-      "                 [--max-shard-mb N] [--config FILE.ini] [--set model.key=value]\n"
-      "  writes DIR/config.json and DIR/model.safetensors (sharded above --max-shard-mb, default 5000)\n");
+      "                 [--max-shard-mb MB] [--config FILE.ini] [--set model.key=value]\n"
+      "  writes DIR/config.json and DIR/model.safetensors (sharded above --max-shard-mb, default 5000;\n   0 = never shard; fractions allowed)\n");
 }
 
 typedef struct InitArgs {
   const char *out_dir;
   SafetensorsDtype dtype;
-  long max_shard_mb;
+  double max_shard_mb;
 } InitArgs;
 
 static int parse_init_args(CliOptions *opts, int argc, char **argv, InitArgs *args, FimiError *err) {
@@ -42,7 +42,8 @@ static int parse_init_args(CliOptions *opts, int argc, char **argv, InitArgs *ar
       else if (!strcmp(value, "bf16")) args->dtype = SAFETENSORS_BF16;
       else return fimi_fail(err, "--dtype: expected f32 or bf16, got \"%s\"", value);
     } else if (!strcmp(flag, "--max-shard-mb")) {
-      if (cli_parse_int(flag, value, 0, 1L << 30, &args->max_shard_mb, err) != 0) return -1;
+      if (cli_parse_float(flag, value, &args->max_shard_mb, err) != 0) return -1;
+      if (args->max_shard_mb < 0) return fimi_fail(err, "--max-shard-mb must be >= 0 (0 = never shard)");
     } else {
       return fimi_fail(err, "unknown option %s (see fimi init --help)", flag);
     }

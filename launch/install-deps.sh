@@ -6,7 +6,7 @@
 set -euo pipefail
 
 FIMI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libcjson-dev libinih-dev python3-venv)
+DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev python3-venv)
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do

@@ -17,6 +17,10 @@ typedef struct GemmaKVCache {
   int *lengths;      // (B) tokens currently cached per sequence
   float *k;          // (L, B, S, nkv, hd)
   float *v;          // (L, B, S, nkv, hd)
+  // One decode step's activations for up to B rows, carved by decode.c, so a
+  // step never allocates.
+  float *scratch;
+  int *slots;        // (4B) active ids, positions, token ids, lengths incl. the new token
 } GemmaKVCache;
 
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err);
@@ -36,12 +40,19 @@ typedef struct SamplerConfig {
 } SamplerConfig;
 
 // Samples one id from logits (V). Deterministic given the rng state; ties in
-// greedy go to the lowest id.
+// greedy go to the lowest id. temperature > 0: softmax(logits / temperature),
+// then the nucleus: tokens sorted by probability (descending, lower id first
+// on ties), keeping the shortest prefix whose mass reaches top_p; one
+// rng_uniform draw picks within it. NaN logits are never picked (unless all are).
 int sample_token(const float *logits, int V, const SamplerConfig *sampler, Rng *rng);
 
 // Prefills each prompt through the cache, then samples up to max_new tokens
-// per sequence, stopping a sequence at stop_token (if >= 0).
-// prompts: B arrays with prompt_lengths; out_tokens (B, max_new), out_lengths (B).
+// per sequence, stopping a sequence at stop_token (if >= 0; the stop token is
+// included in the output).
+// prompts: B arrays with prompt_lengths (each >= 1); out_tokens (B, max_new),
+// -1 after each sequence's end; out_lengths (B). Sequence b draws from its own
+// stream rng_seed(seed ^ b * 0x9E3779B97F4A7C15), so one sequence stopping
+// early does not shift the random draws of the others.
 int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B, int max_new,
                    int stop_token, const SamplerConfig *sampler, uint64_t seed, int *out_tokens, int *out_lengths,
                    FimiError *err);

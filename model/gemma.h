@@ -86,7 +86,38 @@ int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int 
 // dlogprobs (B, T). For SFT: dlogprobs = -mask / count.
 int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err);
 
-// Scale applied to embeddings: sqrt(C) rounded to the working dtype (fp32 here).
+// Scale applied to embeddings: sqrt(C) rounded to the working dtype. This is
+// the fp32 value (CPU backend); the CUDA bf16 backend rounds it to bf16, as HF
+// does when the weights are bf16 (sqrt(640) = 25.298 -> 25.25).
 float gemma_embed_scale(const GemmaConfig *cfg);
+
+// Offsets (in floats) of each tensor inside one layer's flat buffer, in the
+// order of the layout above. q_norm/k_norm are 0 and has_qk_norm 0 for gemma2.
+typedef struct GemmaLayerOffsets {
+  size_t input_norm, q, k, v, o, q_norm, k_norm, post_attn_norm, pre_ff_norm, gate, up, down, post_ff_norm;
+  size_t numel;
+  int has_qk_norm;
+} GemmaLayerOffsets;
+void gemma_layer_offsets(const GemmaConfig *cfg, GemmaLayerOffsets *off);
+
+// How layer `layer` attends: shared by the training forward and decode so the
+// two can never disagree. Sliding layers: window W and rope_local_base_freq
+// (gemma3); global layers: no window, rope_theta and the linear rope scaling
+// factor. Gemma 2 uses rope_theta everywhere and softcaps the scores.
+typedef struct GemmaAttnSpec {
+  int window;           // 0 = full causal
+  float rope_theta;
+  float rope_position_scale;  // positions are divided by it (1 = none)
+  float softcap;        // 0 = none
+  float scale;          // query_pre_attn_scalar^-0.5
+} GemmaAttnSpec;
+void gemma_attn_spec(const GemmaConfig *cfg, int layer, GemmaAttnSpec *spec);
+
+// Frees the forward/backward state (called by gemma_model_free; also useful to
+// drop activation memory between phases). The next forward re-allocates.
+void gemma_activations_free(GemmaModel *model);
+// Floats the activations of a forward (and backward) over N = B*T tokens
+// occupy with the model's current recompute setting: docs/model.md explains.
+size_t gemma_activation_floats(const GemmaConfig *cfg, int N, int recompute, int with_backward);
 
 #endif

@@ -47,7 +47,7 @@ grep -qE '^\{"logprobs": \[-[0-9.e-]+, -[0-9.e-]+, -[0-9.e-]+\]\}$' "$WORK/out" 
 
 # Sharded and bf16 exports reload.
 expect_ok "init sharded bf16" "$FIMI" init --preset tiny --dtype bf16 --max-shard-mb 0 --out "$WORK/tiny-bf16"
-expect_ok "init sharded" "$FIMI" init --preset tiny --max-shard-mb 1 --out "$WORK/sharded"
+expect_ok "init sharded" "$FIMI" init --preset tiny --max-shard-mb 0.1 --out "$WORK/sharded"
 [ -f "$WORK/sharded/model.safetensors.index.json" ] || { echo "FAIL: no shard index"; failures=$((failures + 1)); }
 expect_ok "score sharded" "$FIMI" score --model "$WORK/sharded" --ids 2,17,42,99
 

@@ -1,0 +1,335 @@
+// model/decode.c: incremental decoding with a KV cache, sampling, and batched
+// generation (see decode.h). One decode step runs the same layer math as
+// gemma.c's forward for one new token per active sequence; the layer settings
+// come from gemma_attn_spec so the two paths cannot disagree.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ops.h"
+#include "model/decode.h"
+
+// Named views into cache->scratch for n rows (n <= B).
+typedef struct StepBuffers {
+  float *x;      // (n, C) residual stream
+  float *ln;     // (n, C) norm outputs
+  float *tmp;    // (n, C) post-norm outputs before the residual add
+  float *rstd;   // (n * max(nh, 1)) rstd of whichever norm ran last (unused after)
+  float *q_raw;  // (n, qd) q_proj output (gemma3: before q_norm)
+  float *q;      // (n, qd) = (n, nh, hd) normed + roped
+  float *k_raw;  // (n, kvd)
+  float *k;      // (n, kvd) normed + roped, copied into the cache
+  float *v;      // (n, kvd)
+  float *att;    // (n, qd)
+  float *o;      // (n, C)
+  float *gate;   // (n, I)
+  float *up;     // (n, I)
+  float *act;    // (n, I) gelu_tanh(gate) * up
+} StepBuffers;
+
+static size_t carve_step(StepBuffers *s, float *base, const GemmaConfig *cfg, size_t n) {
+  size_t C = cfg->hidden_size, I = cfg->intermediate_size, nh = cfg->num_attention_heads;
+  size_t qd = nh * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  size_t sizes[14] = {n * C, n * C, n * C, n * nh, n * qd, n * qd, n * kvd, n * kvd, n * kvd, n * qd, n * C, n * I, n * I, n * I};
+  float **slots[14] = {&s->x, &s->ln, &s->tmp, &s->rstd, &s->q_raw, &s->q, &s->k_raw,
+                       &s->k, &s->v, &s->att, &s->o, &s->gate, &s->up, &s->act};
+  size_t used = 0;
+  for (int i = 0; i < 14; i++) {
+    *slots[i] = base ? base + used : NULL;
+    used += (sizes[i] + 15) & ~(size_t)15;
+  }
+  return used;
+}
+
+int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err) {
+  memset(cache, 0, sizeof *cache);
+  if (batch <= 0 || capacity <= 0)
+    return fimi_fail(err, "KV cache: batch %d and capacity %d must be positive", batch, capacity);
+  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  size_t per_layer = (size_t)batch * (size_t)capacity * kvd;
+  cache->batch = batch;
+  cache->capacity = capacity;
+  // Zeroed: attention never reads past a sequence's length, but zeros keep
+  // any stray read finite.
+  cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
+  cache->k = fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err);
+  cache->v = cache->k ? fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err) : NULL;
+  StepBuffers views;
+  cache->scratch = cache->v ? fimi_malloc(carve_step(&views, NULL, cfg, (size_t)batch) * sizeof(float), err) : NULL;
+  cache->slots = cache->scratch ? fimi_calloc(4 * (size_t)batch, sizeof(int), err) : NULL;
+  if (!cache->lengths || !cache->slots) {
+    gemma_kv_cache_free(cache);
+    return fimi_fail_wrap(err, "KV cache for %d sequences of %d tokens", batch, capacity);
+  }
+  return 0;
+}
+
+void gemma_kv_cache_free(GemmaKVCache *cache) {
+  if (!cache) return;
+  free(cache->lengths);
+  free(cache->k);
+  free(cache->v);
+  free(cache->scratch);
+  free(cache->slots);
+  memset(cache, 0, sizeof *cache);
+}
+
+void gemma_kv_cache_reset(GemmaKVCache *cache) {
+  // Lengths alone define what is valid; old rows are overwritten before use.
+  memset(cache->lengths, 0, (size_t)cache->batch * sizeof(int));
+}
+
+// Active sequences come in runs of consecutive ids; each run is one op call
+// (rows i0.., sequences b0..). Returns the run length starting at row i.
+static int run_length(const int *ids, int n, int i) {
+  int len = 1;
+  while (i + len < n && ids[i + len] == ids[i] + len) len++;
+  return len;
+}
+
+// Attention of the n new queries against their sequences' caches for layer l.
+static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, int l, const StepBuffers *s,
+                          const int *ids, const int *new_lengths, int n, const GemmaAttnSpec *spec) {
+  const GemmaConfig *cfg = &model->config;
+  int B = cache->batch, S = cache->capacity, nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads;
+  int hd = cfg->head_dim, qd = nh * hd;
+  size_t kvd = (size_t)nkv * hd;
+  const float *kc = cache->k + (size_t)l * B * S * kvd;  // (B, S, nkv, hd) for this layer
+  const float *vc = cache->v + (size_t)l * B * S * kvd;
+  for (int i = 0; i < n;) {
+    int run = run_length(ids, n, i), b0 = ids[i];
+    attention_decode(s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
+                     vc + (size_t)b0 * S * kvd, new_lengths + b0, run, S, nh, nkv, hd, spec->window, spec->softcap,
+                     spec->scale);
+    i += run;
+  }
+}
+
+// One decoder layer for the n new tokens; writes their k/v into the cache.
+static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const StepBuffers *s, const int *ids,
+                       const int *positions, const int *new_lengths, int n) {
+  const GemmaConfig *cfg = &model->config;
+  int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
+  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  float eps = (float)cfg->rms_norm_eps;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  GemmaAttnSpec spec;
+  gemma_attn_spec(cfg, l, &spec);
+  const float *w = model->layers[l];
+
+  rmsnorm_forward(s->ln, s->rstd, s->x, w + off.input_norm, n, C, eps);
+  matmul_forward(off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, n, C, qd);
+  matmul_forward(off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, n, C, kvd);
+  matmul_forward(s->v, s->ln, w + off.v, n, C, kvd);
+  if (off.has_qk_norm) {
+    rmsnorm_forward(s->q, s->rstd, s->q_raw, w + off.q_norm, n * nh, hd, eps);
+    rmsnorm_forward(s->k, s->rstd, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
+  }
+  rope_forward(s->q, s->q, positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_forward(s->k, s->k, positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
+  size_t B = cache->batch, S = cache->capacity;
+  for (int i = 0; i < n; i++) {
+    size_t row = (((size_t)l * B + ids[i]) * S + positions[i]) * kvd;  // cache[l][b][pos]
+    memcpy(cache->k + row, s->k + (size_t)i * kvd, (size_t)kvd * sizeof(float));
+    memcpy(cache->v + row, s->v + (size_t)i * kvd, (size_t)kvd * sizeof(float));
+  }
+  attend_cached(model, cache, l, s, ids, new_lengths, n, &spec);
+  matmul_forward(s->o, s->att, w + off.o, n, qd, C);
+  rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_attn_norm, n, C, eps);
+  residual_add(s->x, s->x, s->tmp, (size_t)n * C);
+
+  rmsnorm_forward(s->ln, s->rstd, s->x, w + off.pre_ff_norm, n, C, eps);
+  matmul_forward(s->gate, s->ln, w + off.gate, n, C, I);
+  matmul_forward(s->up, s->ln, w + off.up, n, C, I);
+  geglu_forward(s->act, s->gate, s->up, (size_t)n * I);
+  matmul_forward(s->o, s->act, w + off.down, n, I, C);
+  rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_ff_norm, n, C, eps);
+  residual_add(s->x, s->x, s->tmp, (size_t)n * C);
+}
+
+int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens, const int *active, float *logits,
+                      FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  int B = cache->batch, C = cfg->hidden_size, V = cfg->vocab_size;
+  int *ids = cache->slots, *positions = ids + B, *toks = ids + 2 * B, *new_lengths = ids + 3 * B;
+  // Validate everything before touching the cache, so a failure changes nothing.
+  int n = 0;
+  for (int b = 0; b < B; b++) {
+    if (active && !active[b]) continue;
+    if (cache->lengths[b] >= cache->capacity)
+      return fimi_fail(err, "decode: sequence %d is full (%d tokens, the KV cache capacity)", b, cache->capacity);
+    if (tokens[b] < 0 || tokens[b] >= V)
+      return fimi_fail(err, "decode: token %d for sequence %d is outside the vocabulary [0, %d)", tokens[b], b, V);
+    ids[n] = b;
+    positions[n] = cache->lengths[b];
+    toks[n] = tokens[b];
+    new_lengths[b] = cache->lengths[b] + 1;  // the new token's own k/v is attended too
+    n++;
+  }
+  if (n == 0) return 0;
+
+  StepBuffers s;
+  carve_step(&s, cache->scratch, cfg, (size_t)n);
+  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
+  embedding_forward(s.x, toks, wte, n, C, gemma_embed_scale(cfg));
+  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, &s, ids, positions, new_lengths, n);
+  rmsnorm_forward(s.ln, s.rstd, s.x, norm_w, n, C, (float)cfg->rms_norm_eps);
+  for (int i = 0; i < n;) {
+    int run = run_length(ids, n, i);
+    lm_head_logits(logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, wte, run, C, V,
+                   (float)cfg->final_logit_softcapping);
+    i += run;
+  }
+  for (int i = 0; i < n; i++) cache->lengths[ids[i]]++;
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Sampling
+
+static int argmax_lowest(const float *logits, int V) {
+  int best = -1;
+  for (int i = 0; i < V; i++) {
+    if (logits[i] != logits[i]) continue;  // NaN
+    if (best < 0 || logits[i] > logits[best]) best = i;
+  }
+  return best < 0 ? 0 : best;
+}
+
+typedef struct Candidate {
+  double p;
+  int id;
+} Candidate;
+
+// Descending probability, then ascending id: a total order, so qsort's
+// instability cannot change the result.
+static int by_prob_desc(const void *a, const void *b) {
+  const Candidate *x = a, *y = b;
+  if (x->p != y->p) return x->p > y->p ? -1 : 1;
+  return x->id < y->id ? -1 : (x->id > y->id);
+}
+
+// Unnormalized probability of token i: exp((l_i - max) / T), 0 for NaN.
+static double weight_of(float logit, float max, float temperature) {
+  if (logit != logit) return 0.0;
+  return exp(((double)logit - (double)max) / (double)temperature);
+}
+
+int sample_token(const float *logits, int V, const SamplerConfig *sampler, Rng *rng) {
+  int best = argmax_lowest(logits, V);
+  float T = sampler->temperature;
+  if (!(T > 0.0f) || logits[best] != logits[best] || isinf(logits[best])) return best;
+  float max = logits[best];
+  double total = 0.0;
+  for (int i = 0; i < V; i++) total += weight_of(logits[i], max, T);
+  double u = (double)rng_uniform(rng);
+  float top_p = sampler->top_p;
+  if (!(top_p < 1.0f)) {
+    // No truncation: walk the CDF in id order.
+    double target = u * total, cum = 0.0;
+    int last = best;
+    for (int i = 0; i < V; i++) {
+      double p = weight_of(logits[i], max, T);
+      if (p <= 0.0) continue;
+      cum += p;
+      last = i;
+      if (cum > target) return i;
+    }
+    return last;  // rounding left target at the very end
+  }
+  if (!(top_p > 0.0f)) return best;
+  // Tokens below (1 - top_p) / V of the mass together hold less than 1 - top_p,
+  // so the nucleus lies inside the rest: sort only those.
+  double threshold = (1.0 - (double)top_p) * total / (double)V;
+  int count = 0;
+  for (int i = 0; i < V; i++)
+    if (weight_of(logits[i], max, T) >= threshold) count++;
+  Candidate *cand = malloc((size_t)count * sizeof *cand);
+  if (!cand) return best;  // out of memory: fall back to greedy rather than fail a rollout
+  count = 0;
+  for (int i = 0; i < V; i++) {
+    double p = weight_of(logits[i], max, T);
+    if (p >= threshold) cand[count++] = (Candidate){p, i};
+  }
+  qsort(cand, (size_t)count, sizeof *cand, by_prob_desc);
+  double need = (double)top_p * total, mass = 0.0;
+  int keep = 0;
+  while (keep < count && mass < need) mass += cand[keep++].p;
+  if (keep == 0) keep = 1;
+  double target = u * mass, cum = 0.0;
+  int chosen = cand[keep - 1].id;
+  for (int i = 0; i < keep; i++) {
+    cum += cand[i].p;
+    if (cum > target) {
+      chosen = cand[i].id;
+      break;
+    }
+  }
+  free(cand);
+  return chosen;
+}
+
+// ---------------------------------------------------------------------------
+// Generation
+
+int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B, int max_new,
+                   int stop_token, const SamplerConfig *sampler, uint64_t seed, int *out_tokens, int *out_lengths,
+                   FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  int V = cfg->vocab_size;
+  if (B <= 0 || max_new < 0) return fimi_fail(err, "generate: batch %d must be positive, max_new %d >= 0", B, max_new);
+  int max_prompt = 0;
+  for (int b = 0; b < B; b++) {
+    if (prompt_lengths[b] < 1) return fimi_fail(err, "generate: prompt %d is empty", b);
+    if (prompt_lengths[b] > max_prompt) max_prompt = prompt_lengths[b];
+  }
+  for (int b = 0; b < B; b++) {
+    out_lengths[b] = 0;
+    for (int j = 0; j < max_new; j++) out_tokens[(size_t)b * max_new + j] = -1;
+  }
+  if (max_new == 0) return 0;
+
+  GemmaKVCache cache;
+  if (gemma_kv_cache_create(&cache, cfg, B, max_prompt + max_new, err) != 0) return -1;
+  float *logits = fimi_malloc((size_t)B * V * sizeof(float), err);  // (B, V)
+  int *step_tokens = fimi_calloc((size_t)B, sizeof(int), err);       // (B)
+  int *active = fimi_calloc((size_t)B, sizeof(int), err);            // (B)
+  Rng *rngs = fimi_calloc((size_t)B, sizeof(Rng), err);              // (B)
+  int rc = -1;
+  if (!logits || !step_tokens || !active || !rngs) goto done;
+  for (int b = 0; b < B; b++) rng_seed(&rngs[b], seed ^ ((uint64_t)b * 0x9E3779B97F4A7C15ULL));
+
+  // Prefill one position at a time; a sequence whose prompt has ended sits
+  // out, so its logits row keeps the next-token distribution after its prompt.
+  for (int t = 0; t < max_prompt; t++) {
+    for (int b = 0; b < B; b++) {
+      active[b] = t < prompt_lengths[b];
+      step_tokens[b] = active[b] ? prompts[b][t] : 0;
+    }
+    if (gemma_decode_step(model, &cache, step_tokens, active, logits, err) != 0) goto done;
+  }
+  for (int b = 0; b < B; b++) active[b] = 1;
+  for (int step = 0; step < max_new; step++) {
+    int any = 0;
+    for (int b = 0; b < B; b++) {
+      if (!active[b]) continue;
+      int tok = sample_token(logits + (size_t)b * V, V, sampler, &rngs[b]);
+      out_tokens[(size_t)b * max_new + out_lengths[b]++] = tok;
+      step_tokens[b] = tok;
+      if (tok == stop_token || out_lengths[b] == max_new) active[b] = 0;
+      any |= active[b];
+    }
+    if (!any) break;
+    if (gemma_decode_step(model, &cache, step_tokens, active, logits, err) != 0) goto done;
+  }
+  rc = 0;
+done:
+  if (rc != 0) fimi_fail_wrap(err, "generate");
+  free(logits);
+  free(step_tokens);
+  free(active);
+  free(rngs);
+  gemma_kv_cache_free(&cache);
+  return rc;
+}

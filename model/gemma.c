@@ -1,0 +1,399 @@
+// model/gemma.c: the Gemma forward and backward passes on flat buffers, written
+// out layer by layer (llm.c style), and the activation memory they use.
+// Defines GemmaActivations. Follows Hugging Face transformers'
+// Gemma3ForCausalLM / Gemma2ForCausalLM exactly (docs/model.md has the
+// diagram). Parameters and the tensor table live in gemma_params.c.
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ops.h"
+#include "model/gemma.h"
+
+// What one layer's forward keeps for its backward. N = B*T rows, qd = nh*hd,
+// kvd = nkv*hd, I = intermediate size.
+typedef struct LayerActs {
+  float *ln1;       // (N, C) input_layernorm(h_in)
+  float *ln1_rstd;  // (N)
+  float *q_raw;     // (N, qd) q_proj output before q_norm (gemma3; NULL for gemma2)
+  float *q_rstd;    // (N, nh) q_norm rstd per head (gemma3)
+  float *k_raw;     // (N, kvd) k_proj output before k_norm (gemma3)
+  float *k_rstd;    // (N, nkv) (gemma3)
+  float *q;         // (N, qd) = (B, T, nh, hd) normed and roped queries
+  float *k;         // (N, kvd) = (B, T, nkv, hd) normed and roped keys
+  float *v;         // (N, kvd) values
+  float *att;       // (N, qd) attention output, o_proj input
+  float *att_lse;   // (B, nh, T) log-sum-exp of each query's scores
+  float *o;         // (N, C) o_proj output, post_attention_layernorm input
+  float *o_rstd;    // (N)
+  float *h_mid;     // (N, C) residual stream after the attention block
+  float *ln2;       // (N, C) pre_feedforward_layernorm(h_mid)
+  float *ln2_rstd;  // (N)
+  float *gate;      // (N, I) gate_proj output
+  float *up;        // (N, I) up_proj output
+  float *gelu;      // (N, I) gelu_tanh(gate) * up, down_proj input
+  float *mlp;       // (N, C) down_proj output, post_feedforward_layernorm input
+  float *mlp_rstd;  // (N)
+} LayerActs;
+
+struct GemmaActivations {
+  int capacity;   // rows (B*T) every buffer holds
+  int recompute;  // layout: 1 = a single LayerActs set shared by all layers
+  int num_sets;   // L, or 1 with recompute
+  float *memory;  // one allocation holding everything forward saves
+  LayerActs *sets;        // (num_sets)
+  float *residual;        // (L+1, N, C): layer l's input at l, the last layer's output at L
+  float *final_norm;      // (N, C) model.norm output, LM head input
+  float *final_rstd;      // (N)
+  float *lm_lse;          // (N) log-sum-exp over the vocab of each row's logits
+  int *tokens;            // (N) copy of the last forward's inputs
+  int *targets;           // (N)
+  int *positions;         // (N) position of each row within its sequence
+  // Backward scratch, allocated by the first backward (forward-only users,
+  // e.g. DPO reference log-probs, never pay for it).
+  float *grad_memory;
+  float *dres;            // (N, C) gradient wrt the residual stream
+  float *dA, *dB;         // (N, C) temporaries
+  float *dgelu, *dgate, *dup;  // (N, I)
+  float *dq, *datt;       // (N, qd)
+  float *dk, *dv, *dk_raw;  // (N, kvd)
+  // The last forward.
+  int B, T;
+  int valid;
+  int forward_recompute;
+};
+
+// ---------------------------------------------------------------------------
+// Activation memory: buffers carved out of one allocation. The same walk
+// counts (base == NULL) and assigns, so the size formula cannot drift.
+
+typedef struct Carver {
+  float *base;
+  size_t used;  // floats
+} Carver;
+
+static float *carve(Carver *c, size_t n) {
+  float *p = c->base ? c->base + c->used : NULL;
+  c->used += (n + 15) & ~(size_t)15;  // keep every buffer 64-byte aligned
+  return p;
+}
+
+static void carve_layer(Carver *c, LayerActs *a, const GemmaConfig *cfg, size_t N) {
+  size_t C = cfg->hidden_size, I = cfg->intermediate_size, nh = cfg->num_attention_heads;
+  size_t nkv = cfg->num_key_value_heads, qd = nh * cfg->head_dim, kvd = nkv * cfg->head_dim;
+  int qk_norm = cfg->family == GEMMA_FAMILY_GEMMA3;
+  memset(a, 0, sizeof *a);
+  a->ln1 = carve(c, N * C);
+  a->ln1_rstd = carve(c, N);
+  if (qk_norm) {
+    a->q_raw = carve(c, N * qd);
+    a->q_rstd = carve(c, N * nh);
+    a->k_raw = carve(c, N * kvd);
+    a->k_rstd = carve(c, N * nkv);
+  }
+  a->q = carve(c, N * qd);
+  a->k = carve(c, N * kvd);
+  a->v = carve(c, N * kvd);
+  a->att = carve(c, N * qd);
+  a->att_lse = carve(c, N * nh);
+  a->o = carve(c, N * C);
+  a->o_rstd = carve(c, N);
+  a->h_mid = carve(c, N * C);
+  a->ln2 = carve(c, N * C);
+  a->ln2_rstd = carve(c, N);
+  a->gate = carve(c, N * I);
+  a->up = carve(c, N * I);
+  a->gelu = carve(c, N * I);
+  a->mlp = carve(c, N * C);
+  a->mlp_rstd = carve(c, N);
+}
+
+// Forward state: residual stream, layer sets, final norm, LM head lse, and
+// the int arrays (stored as floats' worth of space: sizeof(int) == sizeof(float)).
+static size_t carve_forward(Carver *c, GemmaActivations *acts, const GemmaConfig *cfg, size_t N, int num_sets) {
+  size_t C = cfg->hidden_size, L = cfg->num_hidden_layers;
+  acts->residual = carve(c, (L + 1) * N * C);
+  for (int s = 0; s < num_sets; s++) {
+    LayerActs scratch;
+    carve_layer(c, acts->sets ? &acts->sets[s] : &scratch, cfg, N);
+  }
+  acts->final_norm = carve(c, N * C);
+  acts->final_rstd = carve(c, N);
+  acts->lm_lse = carve(c, N);
+  acts->tokens = (int *)carve(c, N);
+  acts->targets = (int *)carve(c, N);
+  acts->positions = (int *)carve(c, N);
+  return c->used;
+}
+
+static size_t carve_backward(Carver *c, GemmaActivations *acts, const GemmaConfig *cfg, size_t N) {
+  size_t C = cfg->hidden_size, I = cfg->intermediate_size;
+  size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  acts->dres = carve(c, N * C);
+  acts->dA = carve(c, N * C);
+  acts->dB = carve(c, N * C);
+  acts->dgelu = carve(c, N * I);
+  acts->dgate = carve(c, N * I);
+  acts->dup = carve(c, N * I);
+  acts->dq = carve(c, N * qd);
+  acts->datt = carve(c, N * qd);
+  acts->dk = carve(c, N * kvd);
+  acts->dv = carve(c, N * kvd);
+  acts->dk_raw = cfg->family == GEMMA_FAMILY_GEMMA3 ? carve(c, N * kvd) : NULL;
+  return c->used;
+}
+
+size_t gemma_activation_floats(const GemmaConfig *cfg, int N, int recompute, int with_backward) {
+  GemmaActivations tmp;
+  memset(&tmp, 0, sizeof tmp);
+  Carver c = {NULL, 0};
+  size_t total = carve_forward(&c, &tmp, cfg, (size_t)N, recompute ? 1 : cfg->num_hidden_layers);
+  if (with_backward) {
+    Carver g = {NULL, 0};
+    total += carve_backward(&g, &tmp, cfg, (size_t)N);
+  }
+  return total;
+}
+
+static float *alloc_aligned(size_t floats, FimiError *err) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, (floats ? floats : 1) * sizeof(float)) != 0) {
+    fimi_fail(err, "out of memory allocating %zu MiB of activations", floats * sizeof(float) >> 20);
+    return NULL;
+  }
+  return p;
+}
+
+void gemma_activations_free(GemmaModel *model) {
+  GemmaActivations *acts = model->acts;
+  if (!acts) return;
+  free(acts->memory);
+  free(acts->grad_memory);
+  free(acts->sets);
+  free(acts);
+  model->acts = NULL;
+}
+
+// Makes sure the forward state holds N rows in the layout model->recompute
+// asks for. Grows only: a smaller batch reuses the buffers, so steady-state
+// training never allocates.
+static int ensure_activations(GemmaModel *model, int N, FimiError *err) {
+  GemmaActivations *acts = model->acts;
+  int recompute = model->recompute ? 1 : 0;
+  if (acts && acts->capacity >= N && acts->recompute == recompute) return 0;
+  int capacity = acts && acts->capacity > N ? acts->capacity : N;
+  gemma_activations_free(model);
+  acts = calloc(1, sizeof *acts);
+  if (!acts) return fimi_fail(err, "out of memory allocating activations");
+  model->acts = acts;
+  acts->capacity = capacity;
+  acts->recompute = recompute;
+  acts->num_sets = recompute ? 1 : model->config.num_hidden_layers;
+  acts->sets = calloc((size_t)acts->num_sets, sizeof(LayerActs));
+  if (!acts->sets) {
+    gemma_activations_free(model);
+    return fimi_fail(err, "out of memory allocating activations");
+  }
+  Carver count = {NULL, 0};
+  size_t floats = carve_forward(&count, acts, &model->config, (size_t)capacity, acts->num_sets);
+  acts->memory = alloc_aligned(floats, err);
+  if (!acts->memory) {
+    gemma_activations_free(model);
+    return -1;
+  }
+  Carver assign = {acts->memory, 0};
+  carve_forward(&assign, acts, &model->config, (size_t)capacity, acts->num_sets);
+  return 0;
+}
+
+static int ensure_grad_scratch(GemmaModel *model, FimiError *err) {
+  GemmaActivations *acts = model->acts;
+  if (acts->grad_memory) return 0;
+  Carver count = {NULL, 0};
+  size_t floats = carve_backward(&count, acts, &model->config, (size_t)acts->capacity);
+  acts->grad_memory = alloc_aligned(floats, err);
+  if (!acts->grad_memory) return -1;
+  Carver assign = {acts->grad_memory, 0};
+  carve_backward(&assign, acts, &model->config, (size_t)acts->capacity);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Forward
+
+// One decoder layer: h_out = layer(h_in), saving internals into a.
+static void layer_forward(GemmaModel *model, int l, LayerActs *a, const float *h_in, float *h_out, int B, int T) {
+  const GemmaConfig *cfg = &model->config;
+  int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
+  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  float eps = (float)cfg->rms_norm_eps;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  GemmaAttnSpec spec;
+  gemma_attn_spec(cfg, l, &spec);
+  const float *w = model->layers[l];
+  const int *pos = model->acts->positions;
+
+  // attention block: h_mid = h_in + post_attention_layernorm(o_proj(attn(input_layernorm(h_in))))
+  rmsnorm_forward(a->ln1, a->ln1_rstd, h_in, w + off.input_norm, N, C, eps);
+  // Gemma 3 normalizes each head of q and k before RoPE; Gemma 2 ropes the
+  // projections directly, so they go straight into q/k.
+  float *q_lin = off.has_qk_norm ? a->q_raw : a->q;  // (N, qd)
+  float *k_lin = off.has_qk_norm ? a->k_raw : a->k;  // (N, kvd)
+  matmul_forward(q_lin, a->ln1, w + off.q, N, C, qd);
+  matmul_forward(k_lin, a->ln1, w + off.k, N, C, kvd);
+  matmul_forward(a->v, a->ln1, w + off.v, N, C, kvd);
+  if (off.has_qk_norm) {
+    rmsnorm_forward(a->q, a->q_rstd, a->q_raw, w + off.q_norm, N * nh, hd, eps);
+    rmsnorm_forward(a->k, a->k_rstd, a->k_raw, w + off.k_norm, N * nkv, hd, eps);
+  }
+  rope_forward(a->q, a->q, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_forward(a->k, a->k, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
+  attention_forward(a->att, a->att_lse, a->q, a->k, a->v, B, T, nh, nkv, hd, spec.window, spec.softcap, spec.scale);
+  matmul_forward(a->o, a->att, w + off.o, N, qd, C);
+  rmsnorm_forward(a->h_mid, a->o_rstd, a->o, w + off.post_attn_norm, N, C, eps);
+  residual_add(a->h_mid, a->h_mid, h_in, (size_t)N * C);
+
+  // MLP block: h_out = h_mid + post_feedforward_layernorm(down(gelu_tanh(gate(x)) * up(x)))
+  rmsnorm_forward(a->ln2, a->ln2_rstd, a->h_mid, w + off.pre_ff_norm, N, C, eps);
+  matmul_forward(a->gate, a->ln2, w + off.gate, N, C, I);
+  matmul_forward(a->up, a->ln2, w + off.up, N, C, I);
+  geglu_forward(a->gelu, a->gate, a->up, (size_t)N * I);
+  matmul_forward(a->mlp, a->gelu, w + off.down, N, I, C);
+  rmsnorm_forward(h_out, a->mlp_rstd, a->mlp, w + off.post_ff_norm, N, C, eps);
+  residual_add(h_out, h_out, a->h_mid, (size_t)N * C);
+}
+
+static LayerActs *layer_set(GemmaActivations *acts, int l) { return &acts->sets[acts->recompute ? 0 : l]; }
+
+static float *residual_at(GemmaActivations *acts, const GemmaConfig *cfg, int l) {
+  return acts->residual + (size_t)l * acts->capacity * cfg->hidden_size;
+}
+
+static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *targets, int B, int T, FimiError *err) {
+  if (B <= 0 || T <= 0) return fimi_fail(err, "gemma_forward: batch %d x %d must be positive", B, T);
+  // The ops index (N, width) buffers with int row counts: keep N * width in range.
+  long long width = cfg->hidden_size;
+  if (cfg->intermediate_size > width) width = cfg->intermediate_size;
+  if ((long long)cfg->num_attention_heads * cfg->head_dim > width) width = (long long)cfg->num_attention_heads * cfg->head_dim;
+  if ((long long)B * T > 0x7fffffffLL / width) return fimi_fail(err, "gemma_forward: batch %d x %d is too large", B, T);
+  int V = cfg->vocab_size;
+  for (long i = 0; i < (long)B * T; i++) {
+    if (tokens[i] < 0 || tokens[i] >= V)
+      return fimi_fail(err, "gemma_forward: token %d at row %ld, column %ld is outside the vocabulary [0, %d)",
+                       tokens[i], i / T, i % T, V);
+    if (targets[i] < -1 || targets[i] >= V)
+      return fimi_fail(err, "gemma_forward: target %d at row %ld, column %ld is outside [-1, %d)", targets[i], i / T,
+                       i % T, V);
+  }
+  return 0;
+}
+
+int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                  FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  if (check_batch(cfg, tokens, targets, B, T, err) != 0) return -1;
+  int N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
+  if (ensure_activations(model, N, err) != 0) return -1;
+  GemmaActivations *acts = model->acts;
+  acts->valid = 0;
+  memcpy(acts->tokens, tokens, (size_t)N * sizeof(int));
+  memcpy(acts->targets, targets, (size_t)N * sizeof(int));
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) acts->positions[b * T + t] = t;
+
+  const float *wte = model->globals;                                // (V, C)
+  const float *norm_w = model->globals + (size_t)V * C;             // (C)
+  embedding_forward(residual_at(acts, cfg, 0), tokens, wte, N, C, gemma_embed_scale(cfg));
+  for (int l = 0; l < L; l++)
+    layer_forward(model, l, layer_set(acts, l), residual_at(acts, cfg, l), residual_at(acts, cfg, l + 1), B, T);
+  rmsnorm_forward(acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
+                  (float)cfg->rms_norm_eps);
+  lm_head_logprob_forward(logprobs, acts->lm_lse, acts->final_norm, wte, acts->targets, N, C, V,
+                          (float)cfg->final_logit_softcapping);
+  acts->B = B;
+  acts->T = T;
+  acts->forward_recompute = acts->recompute;
+  acts->valid = 1;
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Backward
+
+// Backward through layer l. dres (N, C): on entry the gradient wrt the
+// layer's output, on exit wrt its input h_in. Parameter grads accumulate.
+static void layer_backward(GemmaModel *model, int l, const LayerActs *a, const float *h_in, int B, int T) {
+  const GemmaConfig *cfg = &model->config;
+  GemmaActivations *acts = model->acts;
+  int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
+  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  size_t NC = (size_t)N * C;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  GemmaAttnSpec spec;
+  gemma_attn_spec(cfg, l, &spec);
+  const float *w = model->layers[l];
+  float *g = model->layers_grad[l];
+  const int *pos = acts->positions;
+  float *dres = acts->dres, *dA = acts->dA, *dB = acts->dB;
+
+  // MLP block, from h_out = h_mid + post_ff_norm(mlp).
+  rmsnorm_backward(dA, g + off.post_ff_norm, dres, a->mlp, w + off.post_ff_norm, a->mlp_rstd, N, C);  // dA = dmlp
+  matmul_backward(acts->dgelu, g + off.down, dA, a->gelu, w + off.down, N, I, C);
+  geglu_backward(acts->dgate, acts->dup, acts->dgelu, a->gate, a->up, (size_t)N * I);
+  matmul_backward(dB, g + off.gate, acts->dgate, a->ln2, w + off.gate, N, C, I);  // dB = dln2 (gate part)
+  matmul_backward(dA, g + off.up, acts->dup, a->ln2, w + off.up, N, C, I);
+  residual_add(dB, dB, dA, NC);
+  rmsnorm_backward(dA, g + off.pre_ff_norm, dB, a->h_mid, w + off.pre_ff_norm, a->ln2_rstd, N, C);
+  residual_add(dres, dres, dA, NC);  // dres = dh_mid: residual path + MLP path
+
+  // Attention block, from h_mid = h_in + post_attn_norm(o).
+  rmsnorm_backward(dA, g + off.post_attn_norm, dres, a->o, w + off.post_attn_norm, a->o_rstd, N, C);  // dA = do
+  matmul_backward(acts->datt, g + off.o, dA, a->att, w + off.o, N, qd, C);
+  attention_backward(acts->dq, acts->dk, acts->dv, acts->datt, a->q, a->k, a->v, a->att, a->att_lse, B, T, nh, nkv,
+                     hd, spec.window, spec.softcap, spec.scale);
+  rope_backward(acts->dq, acts->dq, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_backward(acts->dk, acts->dk, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
+  float *dq_lin = acts->dq, *dk_lin = acts->dk;  // gradients wrt the q/k projections' outputs
+  if (off.has_qk_norm) {
+    // datt is dead after attention_backward: reuse it for dq_raw.
+    rmsnorm_backward(acts->datt, g + off.q_norm, acts->dq, a->q_raw, w + off.q_norm, a->q_rstd, N * nh, hd);
+    rmsnorm_backward(acts->dk_raw, g + off.k_norm, acts->dk, a->k_raw, w + off.k_norm, a->k_rstd, N * nkv, hd);
+    dq_lin = acts->datt;
+    dk_lin = acts->dk_raw;
+  }
+  matmul_backward(dB, g + off.q, dq_lin, a->ln1, w + off.q, N, C, qd);  // dB = dln1
+  matmul_backward(dA, g + off.k, dk_lin, a->ln1, w + off.k, N, C, kvd);
+  residual_add(dB, dB, dA, NC);
+  matmul_backward(dA, g + off.v, acts->dv, a->ln1, w + off.v, N, C, kvd);
+  residual_add(dB, dB, dA, NC);
+  rmsnorm_backward(dA, g + off.input_norm, dB, h_in, w + off.input_norm, a->ln1_rstd, N, C);
+  residual_add(dres, dres, dA, NC);  // dres = dh_in
+}
+
+int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  GemmaActivations *acts = model->acts;
+  if (!acts || !acts->valid) return fimi_fail(err, "gemma_backward: no forward to differentiate (call gemma_forward first)");
+  if (!model->globals_grad) return fimi_fail(err, "gemma_backward: gradients are not allocated (gemma_model_alloc_grads)");
+  if (ensure_grad_scratch(model, err) != 0) return -1;
+  int B = acts->B, T = acts->T, N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
+  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
+  float *dwte = model->globals_grad, *dnorm_w = model->globals_grad + (size_t)V * C;
+
+  lm_head_logprob_backward(acts->dA, dwte, dlogprobs, acts->final_norm, wte, acts->targets, acts->lm_lse, N, C, V,
+                           (float)cfg->final_logit_softcapping);
+  rmsnorm_backward(acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N, C);
+  for (int l = L - 1; l >= 0; l--) {
+    LayerActs *a = layer_set(acts, l);
+    const float *h_in = residual_at(acts, cfg, l);
+    // Recompute the layer's internals from its saved input. Same ops, same
+    // inputs: bitwise the values the forward had. The output (already in
+    // residual l+1) goes to dB, which is free here.
+    if (acts->forward_recompute) layer_forward(model, l, a, h_in, acts->dB, B, T);
+    layer_backward(model, l, a, h_in, B, T);
+  }
+  // The tied embedding gets the input-side gradient on top of the LM head's.
+  embedding_backward(dwte, acts->dres, acts->tokens, N, C, gemma_embed_scale(cfg));
+  return 0;
+}
