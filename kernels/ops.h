@@ -10,7 +10,12 @@
 //   micro-batches accumulate and a caller zeroes parameter grads once a step.
 // - A gradient pointer may be NULL when the caller does not need it.
 // - Outputs may alias inputs only where an op says "in place allowed".
-// - Ops never allocate per call beyond small stack/thread-local scratch.
+// - Ops never allocate per call, except the LM-head ops, which take one
+//   scratch block (a few MiB) per call; ops return void, so they abort with
+//   a message if that allocation fails.
+// - A negative token id is padding: embedding gives a zero row and no
+//   gradient. Callers validate ids < V (the embedding ops do not take V).
+// - lse (attention) and rstd (rmsnorm) may be NULL when backward is not needed.
 #ifndef FIMI_KERNELS_OPS_H
 #define FIMI_KERNELS_OPS_H
 
@@ -36,6 +41,8 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
 // ---- RoPE, rotate_half convention: pairs (i, i + hd/2) ----
 // x (N, nheads, hd), positions (N). angle = (pos / position_scale) * theta^(-2i/hd),
 // cos/sin in fp32 (position_scale is HF's "linear" rope_scaling factor; 1 = none).
+// Computed in HF's float32 order (inv_freq / position_scale, then * pos): at
+// positions ~40k the order changes the angle by ~1e-3 rad. hd must be even.
 // In place allowed (out == inp).
 void rope_forward(float *out, const float *inp, const int *positions, int N, int nheads, int hd, float theta,
                   float position_scale);
@@ -79,7 +86,7 @@ void embedding_backward(float *dwte, const float *dout, const int *tokens, int N
 // ---- fused LM head + optional final softcap + log-softmax + gather ----
 // hidden (N, C) (after the final norm), wte (V, C) tied head, targets (N).
 // logprobs (N) = log softmax(cap(hidden @ wte^T))[target]; lse (N) saved.
-// Rows with target < 0 get logprob 0 and are skipped. Never materializes
+// Rows with target < 0 (or >= V) get logprob 0 and are skipped. Never materializes
 // (N, V): vocab is walked in chunks with an online log-sum-exp.
 void lm_head_logprob_forward(float *logprobs, float *lse, const float *hidden, const float *wte, const int *targets,
                              int N, int C, int V, float softcap);

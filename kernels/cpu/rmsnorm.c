@@ -1,0 +1,71 @@
+// kernels/cpu/rmsnorm.c: Gemma RMSNorm on the CPU in float32 (see ops.h).
+// Defines rmsnorm_forward and rmsnorm_backward.
+// Gemma stores the norm weight centred on 0, so the gain is (1 + w), and
+// Hugging Face computes the whole norm in fp32: x * rsqrt(mean(x^2) + eps).
+#include "kernels/ops.h"
+
+#include <math.h>
+
+// Columns per task when summing dweight over rows: each task owns its columns,
+// so the sum over rows runs in one fixed order whatever the thread count.
+#define RMSNORM_COL_TILE 64
+
+// out (N, C), rstd (N) or NULL, inp (N, C), weight (C)
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float *x = inp + (long)n * C;  // (C)
+    float *o = out + (long)n * C;        // (C)
+    // The mean of squares in double is closer to torch's pairwise fp32 sum
+    // than a naive float loop over thousands of columns would be.
+    double sum_sq = 0.0;
+    for (int c = 0; c < C; c++) sum_sq += (double)x[c] * x[c];
+    float mean_sq = (float)(sum_sq / C);
+    float r = 1.0f / sqrtf(mean_sq + eps);
+    // HF order: normalize first, then apply the gain
+    for (int c = 0; c < C; c++) o[c] = (x[c] * r) * (1.0f + weight[c]);
+    if (rstd) rstd[n] = r;
+  }
+}
+
+// dweight[c] += sum_n dout[n,c] * x[n,c] * rstd[n], summed in row order.
+// dweight (C), dout (N, C), inp (N, C), rstd (N)
+static void rmsnorm_backward_weight(float *dweight, const float *dout, const float *inp, const float *rstd, int N,
+                                    int C) {
+  int tiles = (C + RMSNORM_COL_TILE - 1) / RMSNORM_COL_TILE;
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < tiles; t++) {
+    int c0 = t * RMSNORM_COL_TILE;
+    int c1 = c0 + RMSNORM_COL_TILE < C ? c0 + RMSNORM_COL_TILE : C;
+    double acc[RMSNORM_COL_TILE] = {0};  // (tile) this task's columns
+    for (int n = 0; n < N; n++) {
+      const float *x = inp + (long)n * C;
+      const float *d = dout + (long)n * C;
+      float r = rstd[n];
+      for (int c = c0; c < c1; c++) acc[c - c0] += (double)(d[c] * x[c] * r);
+    }
+    for (int c = c0; c < c1; c++) dweight[c] += (float)acc[c - c0];
+  }
+}
+
+// y = x * r * g with g = 1 + w and r = (mean(x^2) + eps)^-1/2, so
+// dx_i = r * g_i * dy_i - x_i * r^3 / C * sum_j(dy_j * g_j * x_j).
+// dinp (N, C) overwritten, dweight (C) accumulated, dout (N, C), inp (N, C),
+// weight (C), rstd (N) from the forward
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                      const float *rstd, int N, int C) {
+  if (dinp) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+      const float *x = inp + (long)n * C;   // (C)
+      const float *d = dout + (long)n * C;  // (C)
+      float *dx = dinp + (long)n * C;       // (C)
+      float r = rstd[n];
+      double dot = 0.0;  // sum_j dy_j * g_j * x_j
+      for (int c = 0; c < C; c++) dot += (double)(d[c] * (1.0f + weight[c])) * x[c];
+      float coef = (float)(dot / C) * r * r * r;
+      for (int c = 0; c < C; c++) dx[c] = r * (1.0f + weight[c]) * d[c] - x[c] * coef;
+    }
+  }
+  if (dweight) rmsnorm_backward_weight(dweight, dout, inp, rstd, N, C);
+}
