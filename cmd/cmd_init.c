@@ -81,7 +81,7 @@ int cmd_init(int argc, char **argv) {
   GemmaModel model;
   if (gemma_model_create(&model, &config, &err) != 0) return cli_fail("init", &err);
   gemma_model_init_random(&model, (uint64_t)seed);
-  int rc = gemma_save_pretrained(&model, args.out_dir, args.dtype, (size_t)args.max_shard_mb * 1000u * 1000u, &err);
+  int rc = gemma_save_pretrained(&model, args.out_dir, args.dtype, (size_t)(args.max_shard_mb * 1e6), &err);
   if (rc == 0)
     printf("fimi init: wrote %s (%lld parameters, seed %lld, %s)\n", args.out_dir,
            (long long)gemma_model_param_count(&model), (long long)seed, args.dtype == SAFETENSORS_BF16 ? "bf16" : "f32");

@@ -13,6 +13,15 @@ cJSON *json_parse_text(const char *text, size_t length, const char *what, FimiEr
   if (!root) {
     size_t offset = end ? (size_t)(end - text) : 0;
     fimi_fail(err, "%s: invalid JSON near byte %zu", what, offset);
+    return NULL;
+  }
+  // cJSON stops after the first value; anything but whitespace after it
+  // means the file is not one JSON document.
+  for (const char *p = end; p < text + length; p++) {
+    if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') continue;
+    fimi_fail(err, "%s: unexpected text after the JSON value at byte %zu", what, (size_t)(p - text));
+    cJSON_Delete(root);
+    return NULL;
   }
   return root;
 }

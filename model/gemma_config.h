@@ -1,9 +1,9 @@
 // model/gemma_config.h: the Gemma architecture hyper-parameters. Defines
 // GemmaConfig, reading it from a Hugging Face config.json (model_type
 // "gemma2", "gemma3_text", or "gemma3" with a text_config inside), named
-// presets (tiny, small-10m, gemma3-270m, gemma3-1b, gemma3-4b), writing it back
-// as an HF config.json, and validation. Unknown or unsupported fields are
-// errors naming the field, never silent defaults.
+// presets (tiny, tiny-gemma2, small-10m, gemma3-270m, gemma3-1b, gemma3-4b),
+// writing it back as an HF config.json, and validation. Unknown or
+// unsupported fields are errors naming the field, never silent defaults.
 #ifndef FIMI_MODEL_GEMMA_CONFIG_H
 #define FIMI_MODEL_GEMMA_CONFIG_H
 
@@ -12,6 +12,7 @@
 #include "core/error.h"
 
 #define GEMMA_MAX_LAYERS 256
+#define GEMMA_MAX_EXTRA_EOS 7
 
 typedef enum { GEMMA_FAMILY_GEMMA2 = 2, GEMMA_FAMILY_GEMMA3 = 3 } GemmaFamily;
 
@@ -34,6 +35,10 @@ typedef struct GemmaConfig {
   double attn_logit_softcapping;  // 0 = none
   double final_logit_softcapping; // 0 = none
   int bos_token_id, eos_token_id, pad_token_id;
+  // Further stop tokens when config.json gives eos_token_id as a list
+  // (gemma-3 instruct: [1, 106]); eos_token_id holds the first.
+  int num_extra_eos;
+  int extra_eos_token_ids[GEMMA_MAX_EXTRA_EOS];
   unsigned char layer_is_sliding[GEMMA_MAX_LAYERS];  // (L)
 } GemmaConfig;
 
@@ -46,6 +51,9 @@ int gemma_config_preset(GemmaConfig *cfg, const char *name, FimiError *err);
 // Writes an HF config.json (Gemma3ForCausalLM / Gemma2ForCausalLM) that
 // `transformers` loads. Returns a malloc'd string or NULL.
 char *gemma_config_to_json(const GemmaConfig *cfg, FimiError *err);
+// Same with "torch_dtype" set to the dtype of the weights beside it
+// ("float32", "bfloat16"); gemma_config_to_json writes "float32".
+char *gemma_config_to_json_dtype(const GemmaConfig *cfg, const char *torch_dtype, FimiError *err);
 // Checks ranges and divisibility (nh % nkv, even hd, ...).
 int gemma_config_validate(const GemmaConfig *cfg, FimiError *err);
 // Number of parameters (tied embedding counted once).

@@ -25,7 +25,7 @@ typedef enum {
 typedef struct SafetensorsTensor {
   char *name;
   SafetensorsDtype dtype;
-  char dtype_name[8];  // as written in the file ("F32", "BF16", "I64", ...)
+  char dtype_name[16]; // as written in the file ("F32", "BF16", "F8_E4M3FNUZ", ...)
   int ndim;
   int64_t shape[SAFETENSORS_MAX_DIMS];
   uint64_t begin, end;  // byte offsets within the data section

@@ -100,6 +100,10 @@ static void test_json(void) {
   cJSON_Delete(root);
   CHECK(json_parse_text("{\"a\": [1,", 9, "broken.json", &err) == NULL && strstr(err.message, "broken.json"),
         "invalid JSON names the source: %s", err.message);
+  CHECK(json_parse_text("{\"a\": 1} x", 10, "trailing.json", &err) == NULL, "trailing text after the object rejected");
+  cJSON *spaced = json_parse_text("{\"a\": 1}\n  ", 11, "spaced.json", &err);
+  CHECK(spaced != NULL, "trailing whitespace accepted");
+  cJSON_Delete(spaced);
 }
 
 static void test_rng(void) {
