@@ -9,4 +9,11 @@ BUILD_DIR="${FIMI_BUILD_DIR:-build}"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)")
+# The parsers of untrusted files again under AddressSanitizer + UBSan: every
+# malformed-file case must be rejected without a memory error.
+ASAN_DIR="${BUILD_DIR}-asan"
+ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decode)
+cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null
+cmake --build "$ASAN_DIR" -j"$(nproc)" --target fimi "${ASAN_TESTS[@]}"
+(cd "$ASAN_DIR" && ctest --output-on-failure -j"$(nproc)" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_fimi)\$")
 FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" .venv/bin/python -m pytest -q tests/interop
