@@ -1,12 +1,14 @@
 // bench/bench_train_step.c: CPU training-step throughput of the Gemma model.
 // Defines a benchmark that builds a preset model (default "small-10m") with
-// random weights, feeds B x T random tokens, and times forward + backward
-// (dlogprobs = -1/(B*T), the mean-NLL gradient). Prints one table row
-// (tokens/s and ms/step, mean and best step; peak RSS; parameters) or, with
-// --json, one JSON line.
+// random weights, feeds B x T random tokens, and times one SFT-style step:
+// dlogprobs = -1/(B*T) (the mean-NLL gradient) is known up front, so the step
+// is gemma_forward_backward; --separate times gemma_forward + gemma_backward
+// instead (the path losses such as DPO take). Prints one table row (tokens/s
+// and ms/step, mean and best step; peak RSS; parameters) or, with --json, one
+// JSON line.
 //
 // Usage: bench_train_step [--preset NAME] [--batch B] [--seq T] [--steps N]
-//                         [--warmup N] [--threads N] [--json]
+//                         [--warmup N] [--threads N] [--separate] [--json]
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 typedef struct Options {
   const char *preset;
   int batch, seq, steps, warmup, threads, json;
+  int separate;  // 1: gemma_forward + gemma_backward instead of gemma_forward_backward
 } Options;
 
 static int parse_int(const char *flag, const char *value, int min, int *out) {
@@ -40,6 +43,7 @@ static int parse_options(int argc, char **argv, Options *o) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int rc = 0;
     if (!strcmp(a, "--json")) { o->json = 1; continue; }
+    if (!strcmp(a, "--separate")) { o->separate = 1; continue; }
     if (!strcmp(a, "--preset") && v) o->preset = v;
     else if (!strcmp(a, "--batch")) rc = parse_int(a, v, 1, &o->batch);
     else if (!strcmp(a, "--seq")) rc = parse_int(a, v, 1, &o->seq);
@@ -63,8 +67,9 @@ static double peak_rss_mib(void) {
 }
 
 static int one_step(GemmaModel *m, const int *tokens, const int *targets, float *lp, const float *dlp, int B, int T,
-                    FimiError *err) {
+                    int separate, FimiError *err) {
   gemma_model_zero_grads(m);
+  if (!separate) return gemma_forward_backward(m, tokens, targets, B, T, dlp, lp, err);
   if (gemma_forward(m, tokens, targets, B, T, lp, err)) return -1;
   return gemma_backward(m, dlp, err);
 }
@@ -100,13 +105,13 @@ int main(int argc, char **argv) {
   }
 
   for (int s = 0; s < o.warmup; s++)
-    if (one_step(&m, tokens, targets, lp, dlp, B, T, &err)) { fprintf(stderr, "bench_train_step: %s\n", err.message); return 1; }
+    if (one_step(&m, tokens, targets, lp, dlp, B, T, o.separate, &err)) { fprintf(stderr, "bench_train_step: %s\n", err.message); return 1; }
   // Mean over the timed steps, and the best step: on a shared machine the
   // best step is the better estimate of what the code itself can do.
   double secs = 0, best = 0;
   for (int s = 0; s < o.steps; s++) {
     double t0 = monotonic_seconds();
-    if (one_step(&m, tokens, targets, lp, dlp, B, T, &err)) { fprintf(stderr, "bench_train_step: %s\n", err.message); return 1; }
+    if (one_step(&m, tokens, targets, lp, dlp, B, T, o.separate, &err)) { fprintf(stderr, "bench_train_step: %s\n", err.message); return 1; }
     double dt = monotonic_seconds() - t0;
     secs += dt;
     if (s == 0 || dt < best) best = dt;
@@ -119,10 +124,11 @@ int main(int argc, char **argv) {
   long long params = (long long)gemma_model_param_count(&m);
   double best_tps = (double)n / best;
   if (o.json)
-    printf("{\"impl\":\"fimi\",\"preset\":\"%s\",\"batch\":%d,\"seq\":%d,\"steps\":%d,\"threads\":%d,"
+    printf("{\"impl\":\"fimi\",\"step\":\"%s\",\"preset\":\"%s\",\"batch\":%d,\"seq\":%d,\"steps\":%d,\"threads\":%d,"
            "\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f,\"best_tokens_per_s\":%.1f,\"best_ms_per_step\":%.2f,"
            "\"peak_rss_mib\":%.1f,\"params\":%lld,\"loss\":%.5f}\n",
-           o.preset, B, T, o.steps, threads, tps, ms, best_tps, 1e3 * best, peak_rss_mib(), params, loss);
+           o.separate ? "separate" : "fused", o.preset, B, T, o.steps, threads, tps, ms, best_tps, 1e3 * best,
+           peak_rss_mib(), params, loss);
   else {
     printf("%-10s %6s %5s %5s %7s %10s %9s %10s %9s %9s %10s %8s\n", "preset", "batch", "seq", "steps", "threads",
            "tokens/s", "ms/step", "best tok/s", "best ms", "RSS MiB", "params", "loss");

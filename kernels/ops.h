@@ -11,8 +11,8 @@
 // - A gradient pointer may be NULL when the caller does not need it.
 // - Outputs may alias inputs only where an op says "in place allowed".
 // - Ops never allocate per call, except the LM-head ops, which take one
-//   scratch block (a few MiB) per call; ops return void, so they abort with
-//   a message if that allocation fails.
+//   scratch block (at most 28 MiB) per call; ops return void, so they abort
+//   with a message if that allocation fails.
 // - A negative token id is padding: embedding gives a zero row and no
 //   gradient. Callers validate ids < V (the embedding ops do not take V).
 // - lse (attention) and rstd (rmsnorm) may be NULL when backward is not needed.
@@ -85,15 +85,30 @@ void embedding_backward(float *dwte, const float *dout, const int *tokens, int N
 
 // ---- fused LM head + optional final softcap + log-softmax + gather ----
 // hidden (N, C) (after the final norm), wte (V, C) tied head, targets (N).
-// logprobs (N) = log softmax(cap(hidden @ wte^T))[target]; lse (N) saved.
+// logprobs (N) = log softmax(cap(hidden @ wte^T))[target]; lse (N) saved (or NULL).
 // Rows with target < 0 (or >= V) get logprob 0 and are skipped. Never materializes
-// (N, V): vocab is walked in chunks with an online log-sum-exp.
+// (N, V): token rows are taken in blocks whose full logits fit a bounded
+// scratch (28 MiB; 28 rows at V = 262k).
 void lm_head_logprob_forward(float *logprobs, float *lse, const float *hidden, const float *wte, const int *targets,
                              int N, int C, int V, float softcap);
 // dhidden (N, C) overwritten, dwte (V, C) accumulated, dlogprobs (N).
 void lm_head_logprob_backward(float *dhidden, float *dwte, const float *dlogprobs, const float *hidden,
                               const float *wte, const int *targets, const float *lse, int N, int C, int V,
                               float softcap);
+// Forward and backward in one pass, for when dlogprobs is known before the
+// forward (SFT and other per-token objectives): each block's logits are
+// computed once and turned into dlogits in place, where forward + backward
+// would compute them twice (the backward recomputes from lse). Same results
+// as lm_head_logprob_forward then lm_head_logprob_backward (the same blocks
+// and calls: bitwise on one build), same conventions: logprobs (N) and lse
+// (N) (or NULL) written as the forward does, dhidden (N, C) overwritten, dwte
+// (V, C) accumulated, either may be NULL; dlogprobs (N); rows without a
+// target get logprob 0 and no gradient. Deterministic: blocks in row order,
+// no per-thread partial sums; bitwise at a given thread count (OpenBLAS tiles
+// by thread count: 1 vs 2 threads differ by fp32 rounding, ~1e-7).
+void lm_head_logprob_forward_backward(float *logprobs, float *lse, float *dhidden, float *dwte, const float *dlogprobs,
+                                      const float *hidden, const float *wte, const int *targets, int N, int C, int V,
+                                      float softcap);
 // Full logits for a few rows (decode/sampling): logits (N, V), softcap applied.
 void lm_head_logits(float *logits, const float *hidden, const float *wte, int N, int C, int V, float softcap);
 

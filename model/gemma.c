@@ -288,13 +288,12 @@ static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *tar
   return 0;
 }
 
-int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
-                  FimiError *err) {
+// Everything before the LM head: saves the batch, runs embedding, layers and
+// the final norm into acts->final_norm (N, C). Activations must hold N rows.
+static void forward_to_final_norm(GemmaModel *model, const int *tokens, const int *targets, int B, int T) {
   const GemmaConfig *cfg = &model->config;
-  if (check_batch(cfg, tokens, targets, B, T, err) != 0) return -1;
-  int N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
-  if (ensure_activations(model, N, err) != 0) return -1;
   GemmaActivations *acts = model->acts;
+  int N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
   acts->valid = 0;
   memcpy(acts->tokens, tokens, (size_t)N * sizeof(int));
   memcpy(acts->targets, targets, (size_t)N * sizeof(int));
@@ -308,12 +307,27 @@ int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int 
     layer_forward(model, l, layer_set(acts, l), residual_at(acts, cfg, l), residual_at(acts, cfg, l + 1), B, T);
   rmsnorm_forward(acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
                   (float)cfg->rms_norm_eps);
-  lm_head_logprob_forward(logprobs, acts->lm_lse, acts->final_norm, wte, acts->targets, N, C, V,
-                          (float)cfg->final_logit_softcapping);
+}
+
+// Records that the activations hold a complete forward of B x T, which a
+// backward may differentiate.
+static void mark_forward_done(GemmaActivations *acts, int B, int T) {
   acts->B = B;
   acts->T = T;
   acts->forward_recompute = acts->recompute;
   acts->valid = 1;
+}
+
+int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                  FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  if (check_batch(cfg, tokens, targets, B, T, err) != 0) return -1;
+  if (ensure_activations(model, B * T, err) != 0) return -1;
+  GemmaActivations *acts = model->acts;
+  forward_to_final_norm(model, tokens, targets, B, T);
+  lm_head_logprob_forward(logprobs, acts->lm_lse, acts->final_norm, model->globals, acts->targets, B * T,
+                          cfg->hidden_size, cfg->vocab_size, (float)cfg->final_logit_softcapping);
+  mark_forward_done(acts, B, T);
   return 0;
 }
 
@@ -371,18 +385,17 @@ static void layer_backward(GemmaModel *model, int l, const LayerActs *a, const f
   residual_add(dres, dres, dA, NC);  // dres = dh_in
 }
 
-int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err) {
+// Backward from the final norm's output down to the embedding, for the last
+// forward: acts->dA (N, C) holds d/d final_norm (the LM head's dhidden) on
+// entry. Parameter grads accumulate; the LM head has already added its part
+// of the tied embedding's gradient.
+static void backward_from_final_norm(GemmaModel *model) {
   const GemmaConfig *cfg = &model->config;
   GemmaActivations *acts = model->acts;
-  if (!acts || !acts->valid) return fimi_fail(err, "gemma_backward: no forward to differentiate (call gemma_forward first)");
-  if (!model->globals_grad) return fimi_fail(err, "gemma_backward: gradients are not allocated (gemma_model_alloc_grads)");
-  if (ensure_grad_scratch(model, err) != 0) return -1;
   int B = acts->B, T = acts->T, N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
-  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
+  const float *norm_w = model->globals + (size_t)V * C;
   float *dwte = model->globals_grad, *dnorm_w = model->globals_grad + (size_t)V * C;
 
-  lm_head_logprob_backward(acts->dA, dwte, dlogprobs, acts->final_norm, wte, acts->targets, acts->lm_lse, N, C, V,
-                           (float)cfg->final_logit_softcapping);
   rmsnorm_backward(acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N, C);
   for (int l = L - 1; l >= 0; l--) {
     LayerActs *a = layer_set(acts, l);
@@ -395,5 +408,37 @@ int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err) {
   }
   // The tied embedding gets the input-side gradient on top of the LM head's.
   embedding_backward(dwte, acts->dres, acts->tokens, N, C, gemma_embed_scale(cfg));
+}
+
+int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  GemmaActivations *acts = model->acts;
+  if (!acts || !acts->valid) return fimi_fail(err, "gemma_backward: no forward to differentiate (call gemma_forward first)");
+  if (!model->globals_grad) return fimi_fail(err, "gemma_backward: gradients are not allocated (gemma_model_alloc_grads)");
+  if (ensure_grad_scratch(model, err) != 0) return -1;
+  int N = acts->B * acts->T;
+  // LM head: recomputes each block's logits from the saved lse
+  lm_head_logprob_backward(acts->dA, model->globals_grad, dlogprobs, acts->final_norm, model->globals, acts->targets,
+                           acts->lm_lse, N, cfg->hidden_size, cfg->vocab_size, (float)cfg->final_logit_softcapping);
+  backward_from_final_norm(model);
+  return 0;
+}
+
+int gemma_forward_backward(GemmaModel *model, const int *tokens, const int *targets, int B, int T,
+                           const float *dlogprobs, float *logprobs, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  if (!model->globals_grad)
+    return fimi_fail(err, "gemma_forward_backward: gradients are not allocated (gemma_model_alloc_grads)");
+  if (check_batch(cfg, tokens, targets, B, T, err) != 0) return -1;
+  // activations first: growing them frees the backward scratch
+  if (ensure_activations(model, B * T, err) != 0 || ensure_grad_scratch(model, err) != 0) return -1;
+  GemmaActivations *acts = model->acts;
+  forward_to_final_norm(model, tokens, targets, B, T);
+  // LM head forward and backward per block of rows: dA = d/d final_norm
+  lm_head_logprob_forward_backward(logprobs, acts->lm_lse, acts->dA, model->globals_grad, dlogprobs, acts->final_norm,
+                                   model->globals, acts->targets, B * T, cfg->hidden_size, cfg->vocab_size,
+                                   (float)cfg->final_logit_softcapping);
+  mark_forward_done(acts, B, T);
+  backward_from_final_norm(model);
   return 0;
 }

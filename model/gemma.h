@@ -1,7 +1,8 @@
 // model/gemma.h: the Gemma model on the CPU backend, written out layer by
 // layer (llm.c style). Defines GemmaModel, its flat parameter buffers with
 // HF-named tensors, forward (per-token log-probs of given targets), backward
-// (gradients of every parameter), and random init.
+// (gradients of every parameter), the fused forward+backward for objectives
+// whose per-token weights are known up front, and random init.
 //
 // Parameter layout: one flat float buffer per transformer layer (the unit
 // ZeRO-3 shards later) plus one "globals" buffer (embedding, final norm).
@@ -85,6 +86,19 @@ int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int 
 // into the parameter gradients (call gemma_model_zero_grads first).
 // dlogprobs (B, T). For SFT: dlogprobs = -mask / count.
 int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err);
+// Forward and backward in one call, for when dlogprobs (B, T) is known before
+// the forward: SFT (-mask / count) and other per-token objectives whose
+// weights do not depend on the log-probs. The LM head then does its forward
+// and backward per block of rows (lm_head_logprob_forward_backward), which
+// skips the backward's recompute of the logits (a quarter of the LM head's
+// FLOPs). Results equal gemma_forward then gemma_backward (bitwise on one
+// build): logprobs (B, T) out, parameter gradients accumulated. Works with
+// either recompute setting; leaves the forward state valid, so a further
+// gemma_backward may differentiate the same batch with other weights.
+// Losses that need the log-probs first (DPO's sequence-level sigmoid, GRPO's
+// ratios against the current policy) call gemma_forward, then gemma_backward.
+int gemma_forward_backward(GemmaModel *model, const int *tokens, const int *targets, int B, int T,
+                           const float *dlogprobs, float *logprobs, FimiError *err);
 
 // Scale applied to embeddings: sqrt(C) rounded to the working dtype. This is
 // the fp32 value (CPU backend); the CUDA bf16 backend rounds it to bf16, as HF

@@ -203,6 +203,7 @@ int main(void) {
   check_attention(&rng, 1, 6, 2, 2, 256, 0, 3.0f, 0.0625f);     // head_dim 256 with softcap
   check_attention(&rng, 2, 130, 2, 1, 64, 0, 2.0f, 0.125f);     // 3 key tiles, B > 1
   check_attention(&rng, 1, 150, 2, 2, 64, 70, 2.0f, 0.125f);    // window spanning tiles
+  check_attention(&rng, 1, 45, 2, 1, 40, 0, 1.0f, 0.158f);      // head_dim not a multiple of the vector chunk
 
   int lengths_a[4] = {1, 7, 20, 13};
   check_decode(&rng, 4, 20, 4, 2, 64, 0, 0.0f, 0.125f, lengths_a);
@@ -211,5 +212,7 @@ int main(void) {
   check_decode(&rng, 3, 150, 4, 1, 64, 64, 2.0f, 0.125f, lengths_b);
   int lengths_c[2] = {9, 3};
   check_decode(&rng, 2, 12, 8, 2, 256, 0, 0.0f, 0.0625f, lengths_c);
+  int lengths_d[4] = {45, 33, 4, 38};  // rows in 4-row blocks and in the leftover rows, head_dim 40
+  check_decode(&rng, 4, 45, 2, 1, 40, 30, 1.0f, 0.158f, lengths_d);
   TEST_MAIN_END();
 }

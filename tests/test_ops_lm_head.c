@@ -3,19 +3,25 @@
 // logprob[n] = log softmax(cap(hidden[n] @ wte^T))[target[n]], cap(z) =
 // c*tanh(z/c) when c > 0, rows with target -1 giving 0. Backward: dhidden and
 // the accumulated dwte vs central finite differences of L = sum(g * logprob),
-// including every element of the target rows of wte. Shapes cover a vocab
-// that is not a multiple of the 4096-column chunk, targets in the last chunk,
-// more rows than one 256-row block, and all-skipped batches.
+// including every element of the target rows of wte. Shapes cover vocabs
+// that are not a multiple of the vector width, targets in the first and last
+// columns, more rows than one block (the op takes R = min(512, 7M / V) rows
+// per block), and all-skipped batches. The fused forward+backward is checked
+// against forward then backward, including a vocab large enough for blocks
+// of 24 rows, and across thread counts.
+#include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 
 #include "kernels/ops.h"
 #include "tests/test_ops_util.h"
 
-// logits are fp32 dot products over C <= 64, lse an online sum over <= 5000
-// columns: ~1e-7 of the largest logprob. Measured <= 3e-7.
+// logits are fp32 dot products over C <= 64, lse a sum over <= 5000 columns
+// (fp32 vector lanes, segments added in double): ~1e-7 of the largest
+// logprob. Measured <= 2e-7.
 #define TOL_FORWARD 1e-5
-// dhidden sums V terms in fp32 (sgemm, chunk by chunk); dwte is a sum over
-// rows of fp32 products. Measured <= 2.4e-6 (20x headroom for other BLAS
+// dhidden sums V terms in fp32 (one sgemm per block); dwte is a sum over
+// rows of fp32 products. Measured <= 8e-7 (20x headroom for other BLAS
 // kernels' rounding; a softcap-derivative sign slip gives O(1)).
 #define TOL_BACKWARD 5e-5
 #define FD_WORK_BUDGET 1.5e8
@@ -166,6 +172,113 @@ static void check_logits(Rng *rng, int N, int C, int V, float softcap) {
       free(logprobs), free(lse), free(from_logits);
 }
 
+// The fused op against forward then backward. Both walk the same blocks with
+// the same sgemm calls, so on one build they agree bitwise (printed); the
+// tolerance is what the ops.h contract promises, fp32 rounding: a backend
+// that sums in another order moves results by ~1e-7 relative, while a missing
+// or doubled term (a skipped block, a wrong one-hot) is >= 1e-3.
+#define TOL_FUSED 1e-5
+
+// max |a - b| / max |b| over n floats
+static double rel_error_f(const float *a, const float *b, long n) {
+  double *bd = to_double(b, n);
+  double e = rel_error_vs(a, bd, n);
+  free(bd);
+  return e;
+}
+
+// Outputs of one LM-head evaluation: logprobs, lse (N), dhidden (N, C) and
+// dwte (V, C) accumulated onto a shared random base.
+typedef struct LmHeadOut {
+  float *logprobs, *lse, *dhidden, *dwte;
+} LmHeadOut;
+
+static LmHeadOut lm_head_out_alloc(int N, int C, int V, const float *dwte_base) {
+  LmHeadOut o = {malloc(sizeof(float) * N), malloc(sizeof(float) * N), malloc(sizeof(float) * (size_t)N * C),
+                 malloc(sizeof(float) * (size_t)V * C)};
+  memcpy(o.dwte, dwte_base, sizeof(float) * (size_t)V * C);
+  for (long i = 0; i < (long)N * C; i++) o.dhidden[i] = NAN;  // must be overwritten
+  for (int n = 0; n < N; n++) o.logprobs[n] = o.lse[n] = NAN;
+  return o;
+}
+
+static void lm_head_out_free(LmHeadOut *o) { free(o->logprobs), free(o->lse), free(o->dhidden), free(o->dwte); }
+
+static int lm_head_out_equal(const LmHeadOut *a, const LmHeadOut *b, int N, int C, int V) {
+  return memcmp(a->logprobs, b->logprobs, sizeof(float) * N) == 0 && memcmp(a->lse, b->lse, sizeof(float) * N) == 0 &&
+         memcmp(a->dhidden, b->dhidden, sizeof(float) * (size_t)N * C) == 0 &&
+         memcmp(a->dwte, b->dwte, sizeof(float) * (size_t)V * C) == 0;
+}
+
+static void set_threads(int n) {
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+static void check_fused(Rng *rng, int N, int C, int V, const int *targets, float softcap) {
+  long nh = (long)N * C, nw = (long)V * C;
+  float *hidden = random_floats(rng, nh, 1.0f), *wte = random_floats(rng, nw, 1.5f / sqrtf((float)C));
+  float *g = random_floats(rng, N, 1.0f), *dwte_base = random_floats(rng, nw, 0.01f);
+  LmHeadOut sep = lm_head_out_alloc(N, C, V, dwte_base), fused = lm_head_out_alloc(N, C, V, dwte_base);
+  lm_head_logprob_forward(sep.logprobs, sep.lse, hidden, wte, targets, N, C, V, softcap);
+  lm_head_logprob_backward(sep.dhidden, sep.dwte, g, hidden, wte, targets, sep.lse, N, C, V, softcap);
+  lm_head_logprob_forward_backward(fused.logprobs, fused.lse, fused.dhidden, fused.dwte, g, hidden, wte, targets, N,
+                                   C, V, softcap);
+  int active = 0;
+  for (int n = 0; n < N; n++) active += targets[n] >= 0 && targets[n] < V;
+  printf("lm_head fused vs forward+backward N=%d (%d with targets) C=%d V=%d softcap=%g: %s\n", N, active, C, V,
+         softcap, lm_head_out_equal(&sep, &fused, N, C, V) ? "bitwise equal" : "differ");
+  check_error("fused logprobs", rel_error_f(fused.logprobs, sep.logprobs, N), TOL_FUSED);
+  check_error("fused lse", rel_error_f(fused.lse, sep.lse, N), TOL_FUSED);
+  check_error("fused dhidden", rel_error_f(fused.dhidden, sep.dhidden, nh), TOL_FUSED);
+  check_error("fused dwte (accumulated)", rel_error_f(fused.dwte, sep.dwte, nw), TOL_FUSED);
+
+  // skipped rows: logprob and lse 0, a zero dhidden row, exactly
+  int skipped_ok = 1;
+  for (int n = 0; n < N; n++)
+    if (targets[n] < 0 || targets[n] >= V) {
+      skipped_ok &= fused.logprobs[n] == 0.0f && fused.lse[n] == 0.0f;
+      for (int c = 0; c < C; c++) skipped_ok &= fused.dhidden[(long)n * C + c] == 0.0f;
+    }
+  CHECK(skipped_ok, "lm_head fused: rows without a target must give logprob 0 and dhidden 0");
+
+  // deterministic: the same call again gives the same bits, and so do NULL
+  // lse, dhidden or dwte for the rest
+  LmHeadOut again = lm_head_out_alloc(N, C, V, dwte_base);
+  lm_head_logprob_forward_backward(again.logprobs, again.lse, again.dhidden, again.dwte, g, hidden, wte, targets, N, C,
+                                   V, softcap);
+  CHECK(lm_head_out_equal(&fused, &again, N, C, V), "lm_head fused: a repeated call gives other bits");
+  float *lp = malloc(sizeof(float) * N);
+  lm_head_logprob_forward_backward(lp, NULL, again.dhidden, NULL, g, hidden, wte, targets, N, C, V, softcap);
+  CHECK(memcmp(lp, fused.logprobs, sizeof(float) * N) == 0 &&
+            memcmp(again.dhidden, fused.dhidden, sizeof(float) * nh) == 0,
+        "lm_head fused with lse and dwte NULL differs");
+  lm_head_logprob_forward_backward(lp, NULL, NULL, NULL, g, hidden, wte, targets, N, C, V, softcap);
+  CHECK(memcmp(lp, fused.logprobs, sizeof(float) * N) == 0, "lm_head fused with no gradients differs");
+  // 1 thread instead of 2: the op's own loops split no sum between threads,
+  // but OpenBLAS partitions its sgemms by thread count and may round the edge
+  // tiles differently, so only fp32 rounding may differ
+  set_threads(1);
+  LmHeadOut one = lm_head_out_alloc(N, C, V, dwte_base);
+  lm_head_logprob_forward_backward(one.logprobs, one.lse, one.dhidden, one.dwte, g, hidden, wte, targets, N, C, V,
+                                   softcap);
+  double thread_err = fmax(fmax(rel_error_f(one.logprobs, fused.logprobs, N), rel_error_f(one.lse, fused.lse, N)),
+                           fmax(rel_error_f(one.dhidden, fused.dhidden, nh), rel_error_f(one.dwte, fused.dwte, nw)));
+  check_error("fused, 1 thread vs 2 (all outputs)", thread_err, TOL_FUSED);
+  free(lp);
+  lm_head_out_free(&again), lm_head_out_free(&one);
+  set_threads(2);
+  lm_head_out_free(&sep), lm_head_out_free(&fused);
+  free(hidden), free(wte), free(g), free(dwte_base);
+}
+
+// n targets: every `skip`-th row -1 (skip 0: none), the others uniform in [0, V)
+static int *random_targets(Rng *rng, int n, int V, int skip) {
+  int *t = malloc(sizeof(int) * n);
+  for (int i = 0; i < n; i++) t[i] = skip && i % skip == skip - 1 ? -1 : (int)(rng_next_u64(rng) % (uint64_t)V);
+  return t;
+}
+
 int main(void) {
   Rng rng;
   rng_seed(&rng, 42);
@@ -186,5 +299,20 @@ int main(void) {
   check_lm_head(&rng, 4, 8, 10, targets_d, 1.0f);
   check_logits(&rng, 3, 32, 5000, 0.0f);
   check_logits(&rng, 3, 64, 4097, 2.5f);
+
+  printf("fused forward+backward: tolerance %.0e relative (fp32 rounding; expected bitwise)\n", TOL_FUSED);
+  check_fused(&rng, 9, 32, 5000, targets_a, 0.0f);
+  check_fused(&rng, 9, 32, 5000, targets_a, 3.0f);
+  // 1100 rows, 943 with targets, at V = 5000: a block of 512 and a partial one
+  int *targets_e = random_targets(&rng, 1100, 5000, 7);
+  check_fused(&rng, 1100, 16, 5000, targets_e, 0.0f);
+  check_fused(&rng, 1100, 16, 5000, targets_e, 2.0f);
+  free(targets_e);
+  // V = 300001 (odd): blocks of 24 rows, 100 with targets = 4 full blocks and a partial one
+  int *targets_f = random_targets(&rng, 120, 300001, 6);
+  targets_f[0] = 300000, targets_f[2] = 0;
+  check_fused(&rng, 120, 8, 300001, targets_f, 30.0f);
+  free(targets_f);
+  check_fused(&rng, 4, 8, 10, targets_d, 1.0f);  // nothing to compute
   TEST_MAIN_END();
 }
