@@ -7,7 +7,7 @@
 # the best step (the steadier number on a machine shared with other work).
 #
 # Usage: bench/cpu_train_step.sh BUILD_DIR [PRESET] [THREADS] [BATCH] [SEQ] [STEPS]
-# Env:   PYTHON (default /work/venv-hf/bin/python, then python3) with torch + transformers.
+# Env:   PYTHON (default .venv/bin/python in the repo, then python3) with torch + transformers.
 set -euo pipefail
 
 build=${1:?usage: cpu_train_step.sh BUILD_DIR [PRESET] [THREADS] [BATCH] [SEQ] [STEPS]}
@@ -17,7 +17,7 @@ batch=${4:-8}
 seq=${5:-256}
 steps=${6:-5}
 here=$(cd "$(dirname "$0")" && pwd)
-python=${PYTHON:-/work/venv-hf/bin/python}
+python=${PYTHON:-$here/../.venv/bin/python}
 [ -x "$python" ] || python=python3
 
 fimi=$build/cmd/fimi

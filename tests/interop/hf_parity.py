@@ -6,7 +6,7 @@
 # tight softcaps. Each is saved with save_pretrained (safetensors), scored by
 # `fimi score --model DIR --ids ...`, and compared to log_softmax of HF's logits.
 #
-# Run: FIMI_BIN=build/cmd/fimi /work/venv-hf/bin/pytest -s tests/interop/hf_parity.py
+# Run: FIMI_BIN=build/cmd/fimi .venv/bin/pytest -s tests/interop/hf_parity.py (torch + transformers in .venv)
 # Skipped as a whole when torch or transformers is missing (CI has neither).
 import json
 import os
