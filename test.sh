@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: builds fimi from scratch and runs every test: ctest (C unit and
-# CLI tests) then pytest (interop with the Python safetensors library, and the
+# CLI tests), the same parser tests under ASan+UBSan, a 30 s fuzz of each
+# parser, then pytest (interop with the Python safetensors library, and the
 # Hugging Face parity test when torch/transformers are installed in .venv).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -16,4 +17,6 @@ ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decod
 cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null
 cmake --build "$ASAN_DIR" -j"$(nproc)" --target fimi "${ASAN_TESTS[@]}"
 (cd "$ASAN_DIR" && ctest --output-on-failure -j"$(nproc)" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_fimi)\$")
+# A short libFuzzer run of the safetensors and config.json parsers.
+tests/fuzz/smoke.sh 30
 FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" .venv/bin/python -m pytest -q tests/interop

@@ -7,6 +7,11 @@ set -euo pipefail
 
 FIMI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev python3-venv)
+# With --python (the test command) also clang and its libFuzzer runtime, for
+# the fuzz smoke run of tests/fuzz/smoke.sh.
+if [ "${1:-}" = "--python" ]; then
+  DEBIAN_PACKAGES+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
