@@ -271,26 +271,44 @@ static inline int visible_columns(int i, int t0, int t_last, int window, int *c0
   return j0 <= j1;
 }
 
+// One parallel task of the forward and of the dq pass: query rows i0..i1 of
+// head h in sequence b, and where that head's rows start.
+typedef struct QueryTileTask {
+  int b, h, i0, i1;
+  long kv_head_offset;  // key 0 of (b, kv head of h) in k/v (B, T, nkv, hd)
+  long q_head_offset;   // query row 0 of (b, h) in q/out (B, T, nh, hd)
+} QueryTileTask;
+
+static inline int query_tile_count(int T) { return (T + ATTN_QUERY_TILE - 1) / ATTN_QUERY_TILE; }
+
+static inline QueryTileTask query_tile_task(long task, int T, int nh, int nkv, int hd) {
+  int qtiles = query_tile_count(T);
+  QueryTileTask t;
+  int qt = (int)(task % qtiles);
+  t.h = (int)((task / qtiles) % nh);
+  t.b = (int)(task / ((long)qtiles * nh));
+  t.i0 = qt * ATTN_QUERY_TILE;
+  t.i1 = min_int(T - 1, t.i0 + ATTN_QUERY_TILE - 1);
+  t.kv_head_offset = (long)t.b * T * nkv * hd + (long)(t.h / (nh / nkv)) * hd;
+  t.q_head_offset = (long)t.b * T * nh * hd + (long)t.h * hd;
+  return t;
+}
+
 // out (B, T, nh, hd), lse (B, nh, T) or NULL, q (B, T, nh, hd), k, v (B, T, nkv, hd)
 void attention_forward(float *out, float *lse, const float *q, const float *k, const float *v, int B, int T, int nh,
                        int nkv, int hd, int window, float softcap, float scale) {
-  int group = nh / nkv;  // query heads per kv head
   long kv_stride = (long)nkv * hd;
   long q_stride = (long)nh * hd;
-  int qtiles = (T + ATTN_QUERY_TILE - 1) / ATTN_QUERY_TILE;
-  long tasks = (long)B * nh * qtiles;
+  long tasks = (long)B * nh * query_tile_count(T);
   // One task per (b, h, tile of query rows); dynamic scheduling balances the
   // causal triangle and cannot change any result.
 #pragma omp parallel for schedule(dynamic, 1)
   for (long task = 0; task < tasks; task++) {
-    int qt = (int)(task % qtiles);
-    int h = (int)((task / qtiles) % nh);
-    int b = (int)(task / ((long)qtiles * nh));
-    int i0 = qt * ATTN_QUERY_TILE, i1 = min_int(T - 1, i0 + ATTN_QUERY_TILE - 1);
-    long head_offset = (long)b * T * kv_stride + (long)(h / group) * hd;  // key 0 of (b, kv head)
-    const float *k_head = k + head_offset, *v_head = v + head_offset;
-    const float *q_head = q + (long)b * T * q_stride + (long)h * hd;  // query row 0 of (b, h)
-    float *out_head = out + (long)b * T * q_stride + (long)h * hd;
+    QueryTileTask t = query_tile_task(task, T, nh, nkv, hd);
+    int b = t.b, h = t.h, i0 = t.i0, i1 = t.i1;
+    const float *k_head = k + t.kv_head_offset, *v_head = v + t.kv_head_offset;
+    const float *q_head = q + t.q_head_offset;
+    float *out_head = out + t.q_head_offset;
     float kT[hd * ATTN_KEY_TILE];     // (hd, tile)
     float acc[ATTN_QUERY_TILE * hd];  // (rows, hd)
     float row_max[ATTN_QUERY_TILE], row_sum[ATTN_QUERY_TILE];
@@ -378,20 +396,15 @@ static inline void row_grad_step(float *restrict s, float *restrict dp, float ro
 static void attention_backward_dq(float *dq, const float *dout, const float *q, const float *k, const float *v,
                                   const float *out, const float *lse, int B, int T, int nh, int nkv, int hd,
                                   int window, float softcap, float scale) {
-  int group = nh / nkv;
   long kv_stride = (long)nkv * hd;
   long q_stride = (long)nh * hd;
-  int qtiles = (T + ATTN_QUERY_TILE - 1) / ATTN_QUERY_TILE;
-  long tasks = (long)B * nh * qtiles;
+  long tasks = (long)B * nh * query_tile_count(T);
 #pragma omp parallel for schedule(dynamic, 1)
   for (long task = 0; task < tasks; task++) {
-    int qt = (int)(task % qtiles);
-    int h = (int)((task / qtiles) % nh);
-    int b = (int)(task / ((long)qtiles * nh));
-    int i0 = qt * ATTN_QUERY_TILE, i1 = min_int(T - 1, i0 + ATTN_QUERY_TILE - 1);
-    long head_offset = (long)b * T * kv_stride + (long)(h / group) * hd;
-    const float *k_head = k + head_offset, *v_head = v + head_offset;
-    long q_head = (long)b * T * q_stride + (long)h * hd;  // offset of query row 0 of (b, h)
+    QueryTileTask t = query_tile_task(task, T, nh, nkv, hd);
+    int b = t.b, h = t.h, i0 = t.i0, i1 = t.i1;
+    const float *k_head = k + t.kv_head_offset, *v_head = v + t.kv_head_offset;
+    long q_head = t.q_head_offset;  // offset of query row 0 of (b, h)
     const float *lse_row = lse + ((long)b * nh + h) * T;
     float kT[hd * ATTN_KEY_TILE], vT[hd * ATTN_KEY_TILE];  // (hd, tile)
     float D[ATTN_QUERY_TILE];                              // dout_i . out_i

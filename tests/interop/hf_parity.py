@@ -17,7 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-FIMI_BIN = os.environ.get("FIMI_BIN", "/work/main/build/cmd/fimi")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIMI_BIN = os.environ.get("FIMI_BIN", os.path.join(REPO_ROOT, "build", "cmd", "fimi"))
 TOLERANCE = 1e-4
 SEQ_LEN = 40          # > sliding_window, so the window matters
 NUM_SEQUENCES = 4

@@ -29,7 +29,8 @@ def _st_tool_path():
     explicit = os.environ.get("FIMI_ST_TOOL")
     if explicit:
         return explicit
-    build = os.environ.get("FIMI_BUILD_DIR", "/work/main/build")
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    build = os.environ.get("FIMI_BUILD_DIR", os.path.join(repo_root, "build"))
     return os.path.join(build, "tests", "st_tool")
 
 
