@@ -115,9 +115,10 @@ static int run_generation(GemmaModel *model, const GenerateArgs *args, const Con
     if (!out_tokens || !out_lengths) rc = fimi_fail(err, "out of memory");
   }
   if (rc == 0) {
-    int stop = args->no_stop ? -1 : model->config.eos_token_id;
-    rc = gemma_generate(model, (const int *const *)prompts, prompt_lengths, args->num_prompts, (int)max_new, stop,
-                        &sampler, (uint64_t)seed, out_tokens, out_lengths, err);
+    GenerateOptions opt = {.max_new = (int)max_new, .stop_tokens = &model->config.eos_token_id,
+                           .num_stop_tokens = args->no_stop ? 0 : 1, .sampler = sampler, .seed = (uint64_t)seed};
+    rc = gemma_generate(model, (const int *const *)prompts, prompt_lengths, args->num_prompts, &opt, out_tokens,
+                        out_lengths, err);
   }
   if (rc == 0) print_results(args, prompts, prompt_lengths, out_tokens, out_lengths, (int)max_new);
   for (int b = 0; b < args->num_prompts; b++) free(prompts[b]);

@@ -273,10 +273,17 @@ int sample_token(const float *logits, int V, const SamplerConfig *sampler, Rng *
 // ---------------------------------------------------------------------------
 // Generation
 
-int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B, int max_new,
-                   int stop_token, const SamplerConfig *sampler, uint64_t seed, int *out_tokens, int *out_lengths,
-                   FimiError *err) {
+static int is_stop_token(const GenerateOptions *opt, int token) {
+  for (int i = 0; i < opt->num_stop_tokens; i++)
+    if (opt->stop_tokens[i] == token) return 1;
+  return 0;
+}
+
+int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
+                   const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
+  int max_new = opt->max_new;
+  uint64_t seed = opt->seed;
   int V = cfg->vocab_size;
   if (B <= 0 || max_new < 0) return fimi_fail(err, "generate: batch %d must be positive, max_new %d >= 0", B, max_new);
   int max_prompt = 0;
@@ -314,10 +321,11 @@ int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prom
     int any = 0;
     for (int b = 0; b < B; b++) {
       if (!active[b]) continue;
-      int tok = sample_token(logits + (size_t)b * V, V, sampler, &rngs[b]);
+      int tok = sample_token(logits + (size_t)b * V, V, &opt->sampler, &rngs[b]);
       out_tokens[(size_t)b * max_new + out_lengths[b]++] = tok;
       step_tokens[b] = tok;
-      if (tok == stop_token || out_lengths[b] == max_new) active[b] = 0;
+      if (opt->on_token) opt->on_token(opt->on_token_ctx, b, tok);
+      if (is_stop_token(opt, tok) || out_lengths[b] == max_new) active[b] = 0;
       any |= active[b];
     }
     if (!any) break;

@@ -46,15 +46,25 @@ typedef struct SamplerConfig {
 // rng_uniform draw picks within it. NaN logits are never picked (unless all are).
 int sample_token(const float *logits, int V, const SamplerConfig *sampler, Rng *rng);
 
-// Prefills each prompt through the cache, then samples up to max_new tokens
-// per sequence, stopping a sequence at stop_token (if >= 0; the stop token is
-// included in the output).
+typedef struct GenerateOptions {
+  int max_new;                // tokens to sample per sequence at most
+  const int *stop_tokens;     // a sequence ends after sampling any of these
+  int num_stop_tokens;        //   (the stop token is included in the output)
+  SamplerConfig sampler;
+  uint64_t seed;
+  // Called after each sampled token of sequence b (e.g. to stream text), in
+  // order of steps and, within a step, of b; may be NULL.
+  void (*on_token)(void *ctx, int b, int token);
+  void *on_token_ctx;
+} GenerateOptions;
+
+// Prefills each prompt through the cache, then samples up to opt->max_new
+// tokens per sequence, stopping a sequence at a stop token.
 // prompts: B arrays with prompt_lengths (each >= 1); out_tokens (B, max_new),
 // -1 after each sequence's end; out_lengths (B). Sequence b draws from its own
 // stream rng_seed(seed ^ b * 0x9E3779B97F4A7C15), so one sequence stopping
 // early does not shift the random draws of the others.
-int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B, int max_new,
-                   int stop_token, const SamplerConfig *sampler, uint64_t seed, int *out_tokens, int *out_lengths,
-                   FimiError *err);
+int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
+                   const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err);
 
 #endif

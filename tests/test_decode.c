@@ -111,6 +111,19 @@ static void check_decode_matches_forward(const char *preset) {
   gemma_model_free(&model);
 }
 
+// Records what gemma_generate's on_token callback reports, per sequence.
+typedef struct TokenLog {
+  int tokens[3][16];
+  int lengths[3];
+  int count;
+} TokenLog;
+
+static void log_token(void *ctx, int b, int token) {
+  TokenLog *log = ctx;
+  log->count++;
+  if (b >= 0 && b < 3 && log->lengths[b] < 16) log->tokens[b][log->lengths[b]++] = token;
+}
+
 static void check_generation(const char *preset) {
   FimiError err = {0};
   GemmaConfig cfg;
@@ -127,18 +140,24 @@ static void check_generation(const char *preset) {
   int plen[3] = {3, 11, 1};
   int out_a[3 * MAX_NEW], out_b[3 * MAX_NEW], len_a[3], len_b[3];
 
-  SamplerConfig hot = {1.0f, 0.9f};
-  CHECK(gemma_generate(&model, prompts, plen, 3, MAX_NEW, -1, &hot, 77, out_a, len_a, &err) == 0, "%s", err.message);
-  CHECK(gemma_generate(&model, prompts, plen, 3, MAX_NEW, -1, &hot, 77, out_b, len_b, &err) == 0, "%s", err.message);
+  GenerateOptions hot = {.max_new = MAX_NEW, .sampler = {1.0f, 0.9f}, .seed = 77};
+  CHECK(gemma_generate(&model, prompts, plen, 3, &hot, out_a, len_a, &err) == 0, "%s", err.message);
+  TokenLog streamed = {0};
+  hot.on_token = log_token;
+  hot.on_token_ctx = &streamed;
+  CHECK(gemma_generate(&model, prompts, plen, 3, &hot, out_b, len_b, &err) == 0, "%s", err.message);
   CHECK(memcmp(out_a, out_b, sizeof out_a) == 0 && memcmp(len_a, len_b, sizeof len_a) == 0,
         "%s: same seed must give the same tokens", preset);
   CHECK(len_a[0] == MAX_NEW && len_a[1] == MAX_NEW && len_a[2] == MAX_NEW, "no stop token: full length");
+  int streamed_ok = streamed.count == 3 * MAX_NEW;
+  for (int b = 0; b < 3 && streamed_ok; b++)
+    streamed_ok = streamed.lengths[b] == MAX_NEW && !memcmp(streamed.tokens[b], out_a + b * MAX_NEW, MAX_NEW * sizeof(int));
+  CHECK(streamed_ok, "%s: the on_token callback sees every sampled token in order", preset);
 
   // Greedy: each generated token is the argmax of the full forward at its
   // position. Score every vocab id at once: batch row v targets v everywhere.
-  SamplerConfig greedy = {0.0f, 1.0f};
-  CHECK(gemma_generate(&model, prompts, plen, 3, MAX_NEW, -1, &greedy, 1, out_a, len_a, &err) == 0, "%s",
-        err.message);
+  GenerateOptions greedy = {.max_new = MAX_NEW, .sampler = {0.0f, 1.0f}, .seed = 1};
+  CHECK(gemma_generate(&model, prompts, plen, 3, &greedy, out_a, len_a, &err) == 0, "%s", err.message);
   int greedy_ok = 1;
   for (int s = 0; s < 3; s++) {
     int T = plen[s] + MAX_NEW - 1;  // the last generated token is never fed
@@ -161,14 +180,16 @@ static void check_generation(const char *preset) {
 
   // A stop token ends a sequence (and is kept); the rest is -1.
   int stop = out_a[0 * MAX_NEW + 2];
-  CHECK(gemma_generate(&model, prompts, plen, 3, MAX_NEW, stop, &greedy, 1, out_b, len_b, &err) == 0, "%s",
-        err.message);
+  int stops[2] = {V + 5, stop};  // an id never sampled, then the real one: any of the list stops
+  greedy.stop_tokens = stops;
+  greedy.num_stop_tokens = 2;
+  CHECK(gemma_generate(&model, prompts, plen, 3, &greedy, out_b, len_b, &err) == 0, "%s", err.message);
   int first = 0;
   while (out_a[first] != stop) first++;
   CHECK(len_b[0] == first + 1 && out_b[first] == stop && (first + 1 == MAX_NEW || out_b[first + 1] == -1),
         "stop token handling (len %d)", len_b[0]);
   int empty_len[1] = {0};
-  CHECK(gemma_generate(&model, prompts, empty_len, 1, 4, -1, &greedy, 1, out_b, len_b, &err) != 0,
+  CHECK(gemma_generate(&model, prompts, empty_len, 1, &greedy, out_b, len_b, &err) != 0,
         "an empty prompt must fail");
   gemma_model_free(&model);
 }
