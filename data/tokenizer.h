@@ -57,8 +57,14 @@ const TokenizerSpecials *tokenizer_specials(const Tokenizer *tok);
 // Encodes UTF-8 text (len bytes; may contain NUL) and APPENDS the ids to
 // *out. With TOKENIZER_ADD_SPECIAL the file's post-processor runs (e.g. a
 // leading <bos>), like `tokenizers`' add_special_tokens=True. Invalid UTF-8
-// is an error naming the byte offset.
-enum { TOKENIZER_ADD_SPECIAL = 1 };
+// is an error naming the byte offset. With TOKENIZER_NO_SPECIAL_MATCH the
+// text of special tokens is encoded as ordinary text (like `tokenizers`'
+// split_special_tokens=True): untrusted user or tool text that contains
+// "<end_of_turn>" must never become a control token. Beyond `tokenizers`,
+// BPE then also never produces a special id (no merge into one, no single
+// char that is one): `tokenizers` would emit the control token when a
+// vocabulary's merges spell it out, which defeats the purpose.
+enum { TOKENIZER_ADD_SPECIAL = 1, TOKENIZER_NO_SPECIAL_MATCH = 2 };
 int tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, int flags, TokenIds *out,
                      FimiError *err);
 
@@ -70,12 +76,16 @@ int tokenizer_decode(const Tokenizer *tok, const int32_t *ids, size_t n, int ski
 // Streaming decode during generation: push ids one at a time, receive the
 // text that is complete so far (never half a UTF-8 character); the
 // concatenation of all pieces plus the finish flush equals tokenizer_decode
-// of all ids.
+// of all ids. Text is held back while it could still change: a run of
+// <0xNN> byte tokens is emitted when the next non-byte token arrives (or at
+// finish), and an incomplete UTF-8 sequence waits for its last byte. Each
+// push costs O(ids since the last emitted piece). See docs/tokenizer.md.
 typedef struct TokenStream {
   const Tokenizer *tok;
   int skip_special;
-  TokenIds ids;       // ids pushed so far
+  TokenIds ids;       // ids pushed since the last safe cut (the decode window)
   size_t emitted;     // bytes of the decoded text already returned
+  int first_done;     // a non-skipped token was already emitted (first-token decoder rules are spent)
 } TokenStream;
 
 void token_stream_init(TokenStream *stream, const Tokenizer *tok, int skip_special);

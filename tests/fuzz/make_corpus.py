@@ -4,8 +4,10 @@
 
     python3 tests/fuzz/make_corpus.py OUT_DIR
 creates OUT_DIR/safetensors/ (valid files of every dtype and layout quirk,
-plus one file per validation rule) and OUT_DIR/config/ (Hugging Face Gemma
-config.json files in the 4.x, 5.x and multimodal layouts).
+plus one file per validation rule), OUT_DIR/config/ (Hugging Face Gemma
+config.json files in the 4.x, 5.x and multimodal layouts) and
+OUT_DIR/tokenizer/ (small tokenizer.json files in the Gemma 2/3, fimi-trained,
+Metaspace and byte-level layouts, plus rejected ones).
 """
 
 import json
@@ -125,17 +127,103 @@ def config_seeds():
     }
 
 
+def tokenizer_bpe(vocab_words, merges, **model):
+    """A small BPE tokenizer.json: the chars of vocab_words, the merged tokens, byte tokens."""
+    vocab = {}
+    for t in ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<tool_call>", "</tool_call>"]:
+        vocab[t] = len(vocab)
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for w in vocab_words:
+        for ch in w:
+            vocab.setdefault(ch, len(vocab))
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    spec = {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+            "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+            "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}
+    spec.update(model)
+    return spec
+
+
+def tokenizer_added(vocab):
+    return [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for t in ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<tool_call>",
+                      "</tool_call>"]]
+
+
+def tokenizer_seeds():
+    sp = "\u2581"
+    merges = [("h", "e"), ("he", "l"), ("hel", "l"), ("hell", "o"), (sp, "w"), (sp + "w", "o"), ("r", "l"),
+              ("rl", "d"), ("1", "2"), ("\u0928", "\u092e")]
+    model = tokenizer_bpe(["hello", sp + "world", "12", "\u0928\u092e\u0938\u094d\u0924\u0947"], merges)
+    bos = model["vocab"]["<bos>"]
+    template = {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [], "special_tokens": {"<bos>": {"id": "<bos>", "ids": [bos], "tokens": ["<bos>"]}}}
+    gemma_decoder = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": sp}, "content": " "},
+                                                      {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    gemma = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": tokenizer_added(model["vocab"]),
+             "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": sp},
+             "pre_tokenizer": None, "post_processor": template, "decoder": gemma_decoder, "model": model}
+    trained = json.loads(json.dumps(gemma))
+    trained["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": sp}, "behavior": "MergedWithNext", "invert": False},
+        {"type": "Digits", "individual_digits": True}]}
+    gemma3 = json.loads(json.dumps(gemma))
+    gemma3["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                               "invert": False}
+    gemma3["model"]["merges"] = [list(m) for m in merges]
+    gemma3["added_tokens"].append({"id": 400, "content": "INR", "single_word": True, "lstrip": True, "rstrip": True,
+                                   "normalized": True, "special": False})
+    meta = json.loads(json.dumps(gemma))
+    meta["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": sp},
+                                                              {"type": "Replace", "pattern": {"Regex": "\\s"},
+                                                               "content": sp}]}
+    meta["pre_tokenizer"] = {"type": "Metaspace", "replacement": sp, "prepend_scheme": "first", "split": True}
+    meta["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {
+        "type": "Metaspace", "replacement": sp, "prepend_scheme": "first", "split": True},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 1}]}
+    g = "\u0120"
+    bl_model = tokenizer_bpe(["hello", g + "world"], [("h", "e"), ("l", "l"), (g, "w"), (g + "w", "o")],
+                             byte_fallback=False, fuse_unk=False, unk_token=None)
+    bytelevel = {"version": "1.0", "added_tokens": tokenizer_added(bl_model["vocab"]), "normalizer": None,
+                 "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                   "use_regex": True},
+                 "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False},
+                 "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True}, "model": bl_model}
+    split = json.loads(json.dumps(bytelevel))
+    split["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}| ?\\p{L}+|\\s+(?!\\S)|\\s+"},
+         "behavior": "Isolated", "invert": False},
+        {"type": "Whitespace"}, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    bad_type = json.loads(json.dumps(gemma))
+    bad_type["model"]["type"] = "Unigram"
+    bad_norm = json.loads(json.dumps(gemma))
+    bad_norm["normalizer"] = {"type": "NFKC"}
+    bad_merge = json.loads(json.dumps(gemma))
+    bad_merge["model"]["merges"].append("x y")
+    bad_regex = json.loads(json.dumps(split))
+    bad_regex["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed"
+    out = {"gemma2": gemma, "gemma3": gemma3, "trained": trained, "metaspace": meta, "bytelevel": bytelevel,
+           "bytelevel_split": split, "bad_model_type": bad_type, "bad_normalizer": bad_norm,
+           "bad_merge": bad_merge, "bad_regex": bad_regex}
+    return {k: json.dumps(v, ensure_ascii=False, indent=1 if k == "gemma2" else None) for k, v in out.items()}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out = sys.argv[1]
-    for sub, seeds in (("safetensors", safetensors_seeds()), ("config", config_seeds())):
+    for sub, seeds in (("safetensors", safetensors_seeds()), ("config", config_seeds()),
+                       ("tokenizer", tokenizer_seeds())):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
         for name, content in seeds.items():
             mode = "wb" if isinstance(content, bytes) else "w"
             with open(os.path.join(out, sub, name), mode) as f:
                 f.write(content)
-    print(f"wrote seeds to {out}/safetensors and {out}/config")
+    print(f"wrote seeds to {out}/safetensors, {out}/config and {out}/tokenizer")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,464 @@
+// data/toolcall.c: the tool-call parser and the tool-call/result renderers
+// (see toolcall.h; the rules are written out in docs/chat-format.md).
+//
+// Order of the checks: size, NUL bytes, UTF-8 (whole input, so every later
+// step sees valid text); then the structure of the turn (tags, text after
+// the call, a second call); then the JSON (depth and \u0000 by a lexical
+// scan, parsing by cJSON, duplicate keys, the two allowed keys). Every step
+// is one pass over the input, so the parse is linear in its length.
+#include "data/toolcall.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+
+static const char OPEN_TAG[] = "<tool_call>";
+static const char CLOSE_TAG[] = "</tool_call>";
+#define OPEN_LEN (sizeof OPEN_TAG - 1)
+#define CLOSE_LEN (sizeof CLOSE_TAG - 1)
+#define QUOTE_MAX 40  // bytes of the model's text quoted back in a message
+
+static const char *ERROR_NAMES[TOOLCALL_ERR_COUNT] = {
+    [TOOLCALL_OK] = "ok",
+    [TOOLCALL_ERR_TOO_LONG] = "too_long",
+    [TOOLCALL_ERR_NUL_BYTE] = "nul_byte",
+    [TOOLCALL_ERR_INVALID_UTF8] = "invalid_utf8",
+    [TOOLCALL_ERR_EMPTY] = "empty",
+    [TOOLCALL_ERR_STRAY_CLOSE] = "stray_close",
+    [TOOLCALL_ERR_UNTERMINATED] = "unterminated",
+    [TOOLCALL_ERR_INVALID_JSON] = "invalid_json",
+    [TOOLCALL_ERR_TOO_DEEP] = "too_deep",
+    [TOOLCALL_ERR_NOT_AN_OBJECT] = "not_an_object",
+    [TOOLCALL_ERR_DUPLICATE_KEY] = "duplicate_key",
+    [TOOLCALL_ERR_UNKNOWN_KEY] = "unknown_key",
+    [TOOLCALL_ERR_MISSING_NAME] = "missing_name",
+    [TOOLCALL_ERR_BAD_NAME] = "bad_name",
+    [TOOLCALL_ERR_MISSING_ARGUMENTS] = "missing_arguments",
+    [TOOLCALL_ERR_ARGUMENTS_NOT_OBJECT] = "arguments_not_object",
+    [TOOLCALL_ERR_TEXT_AFTER_CALL] = "text_after_call",
+    [TOOLCALL_ERR_MULTIPLE_CALLS] = "multiple_calls",
+};
+
+const char *toolcall_error_name(ToolCallError error) {
+  if ((int)error < 0 || error >= TOOLCALL_ERR_COUNT) return "unknown";
+  return ERROR_NAMES[error];
+}
+
+// ----------------------------------------------------------------------------
+// bytes
+
+static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// Offset of the first occurrence of needle in text[from, len), or len. The
+// needles are short tags whose first byte does not recur in them, so this is
+// linear in len.
+static size_t find(const char *text, size_t len, size_t from, const char *needle, size_t needle_len) {
+  for (size_t i = from; i + needle_len <= len; i++) {
+    const char *p = memchr(text + i, needle[0], len - needle_len + 1 - i);
+    if (!p) return len;
+    i = (size_t)(p - text);
+    if (memcmp(p, needle, needle_len) == 0) return i;
+  }
+  return len;
+}
+
+static int ends_with(const char *text, size_t len, const char *suffix) {
+  size_t n = strlen(suffix);
+  return len >= n && memcmp(text + len - n, suffix, n) == 0;
+}
+
+// Length of the valid UTF-8 sequence at s (1..4), or 0 if it is invalid
+// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF).
+static size_t utf8_sequence(const unsigned char *s, size_t avail) {
+  unsigned char c = s[0];
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (avail < n) return 0;
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < n; i++)
+    if (s[i] < 0x80 || s[i] > 0xBF) return 0;
+  return n;
+}
+
+// Offset of the first invalid byte, or len when text is valid UTF-8.
+static size_t utf8_first_invalid(const char *text, size_t len) {
+  const unsigned char *s = (const unsigned char *)text;
+  size_t i = 0;
+  while (i < len) {
+    size_t n = utf8_sequence(s + i, len - i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return len;
+}
+
+// Drops a trailing incomplete UTF-8 sequence left by truncating a string.
+static void utf8_trim_incomplete(char *s) {
+  size_t len = strlen(s);
+  size_t start = len;
+  while (start > 0 && len - start < 4 && ((unsigned char)s[start - 1] & 0xC0) == 0x80) start--;
+  if (start == 0) return;
+  size_t lead = start - 1;
+  if ((unsigned char)s[lead] < 0x80) return;
+  if (utf8_sequence((const unsigned char *)s + lead, len - lead) != len - lead) s[lead] = '\0';
+}
+
+// Writes at most QUOTE_MAX bytes of text (valid UTF-8) into dst as one line:
+// control characters become spaces, a cut is marked with "...".
+static void quote(char *dst, size_t dst_size, const char *text, size_t len) {
+  size_t n = 0, i = 0;
+  const unsigned char *s = (const unsigned char *)text;
+  while (i < len && n + 4 < dst_size) {
+    size_t k = utf8_sequence(s + i, len - i);
+    if (k == 0) k = 1;
+    if (i + k > QUOTE_MAX) break;
+    for (size_t j = 0; j < k; j++) dst[n++] = (k == 1 && (s[i] < 0x20 || s[i] == 0x7F)) ? ' ' : (char)s[i + j];
+    i += k;
+  }
+  if (i < len && n + 4 <= dst_size) {
+    memcpy(dst + n, "...", 3);
+    n += 3;
+  }
+  dst[n] = '\0';
+}
+
+// ----------------------------------------------------------------------------
+// results
+
+static ToolCallKind fail(ToolCallParse *out, ToolCallError code, size_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static ToolCallKind fail(ToolCallParse *out, ToolCallError code, size_t offset, const char *fmt, ...) {
+  cJSON_Delete(out->arguments);
+  out->arguments = NULL;
+  out->kind = TOOLCALL_ERROR;
+  out->error = code;
+  out->error_offset = offset;
+  int used = snprintf(out->message, sizeof out->message, "invalid tool call (%s): ", toolcall_error_name(code));
+  if (used > 0 && (size_t)used < sizeof out->message) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(out->message + used, sizeof out->message - (size_t)used, fmt, args);
+    va_end(args);
+  }
+  utf8_trim_incomplete(out->message);
+  return TOOLCALL_ERROR;
+}
+
+void toolcall_parse_free(ToolCallParse *parse) {
+  if (!parse) return;
+  cJSON_Delete(parse->arguments);
+  parse->arguments = NULL;
+}
+
+int toolcall_name_is_valid(const char *name, size_t len) {
+  if (!name || len == 0 || len > TOOLCALL_MAX_NAME_BYTES) return 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = name[i];
+    int letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+    int other = (c >= '0' && c <= '9') || c == '.' || c == '-';
+    if (!letter && !(other && i > 0)) return 0;
+  }
+  return 1;
+}
+
+// ----------------------------------------------------------------------------
+// the JSON between the tags
+
+// What a lexical pass over the call text finds: where the closing tag is
+// (outside JSON strings, so "</tool_call>" inside an argument string does not
+// end the call), the bracket depth, and whether a \u0000 escape occurs.
+typedef struct {
+  size_t close;        // offset of </tool_call>, or len if none outside strings
+  int max_depth;
+  size_t deep_offset;  // where max_depth was first exceeded
+  size_t nul_offset;   // offset of the first \u0000 escape, or len
+  int ends_in_string;  // the text before `close` ends inside a string
+} CallScan;
+
+static CallScan scan_call(const char *text, size_t len, size_t from) {
+  CallScan scan = {len, 0, len, len, 0};
+  int in_string = 0, escape = 0, depth = 0;
+  for (size_t i = from; i < len; i++) {
+    char c = text[i];
+    if (in_string) {
+      if (escape) {
+        escape = 0;
+        if (c == 'u' && scan.nul_offset == len && i + 4 < len && memcmp(text + i + 1, "0000", 4) == 0)
+          scan.nul_offset = i - 1;
+      } else if (c == '\\') {
+        escape = 1;
+      } else if (c == '"') {
+        in_string = 0;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = 1;
+    } else if (c == '{' || c == '[') {
+      if (++depth > scan.max_depth) {
+        scan.max_depth = depth;
+        if (depth == TOOLCALL_MAX_DEPTH + 1) scan.deep_offset = i;
+      }
+    } else if (c == '}' || c == ']') {
+      depth--;
+    } else if (c == '<' && len - i >= CLOSE_LEN && memcmp(text + i, CLOSE_TAG, CLOSE_LEN) == 0) {
+      scan.close = i;
+      return scan;
+    }
+  }
+  scan.ends_in_string = in_string;
+  return scan;
+}
+
+static int compare_keys(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+// Walks the parsed call for what cJSON accepts but a call must not hold.
+// Sets *dup to the first key that occurs twice in one object (each object's
+// keys are sorted, n log n, never compared pairwise) or *bad_number when a
+// number overflowed to infinity (1e999 would print back as null). Returns -1
+// when out of memory. Recursion depth is bounded by TOOLCALL_MAX_DEPTH
+// (checked before parsing).
+static int check_tree(const cJSON *item, const char **dup, int *bad_number) {
+  if (cJSON_IsNumber(item) && !isfinite(item->valuedouble)) *bad_number = 1;
+  if (cJSON_IsObject(item)) {
+    size_t n = 0;
+    for (const cJSON *c = item->child; c; c = c->next) n++;
+    if (n > 1) {
+      const char **keys = malloc(n * sizeof *keys);
+      if (!keys) return -1;
+      size_t k = 0;
+      for (const cJSON *c = item->child; c; c = c->next) keys[k++] = c->string ? c->string : "";
+      qsort(keys, n, sizeof *keys, compare_keys);
+      for (size_t i = 1; i < n && !*dup; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) *dup = keys[i];
+      free(keys);
+    }
+  }
+  if (cJSON_IsObject(item) || cJSON_IsArray(item)) {
+    for (const cJSON *c = item->child; c && !*dup && !*bad_number; c = c->next)
+      if (check_tree(c, dup, bad_number) != 0) return -1;
+  }
+  return 0;
+}
+
+static const char *json_type_name(const cJSON *item) {
+  if (cJSON_IsString(item)) return "a string";
+  if (cJSON_IsNumber(item)) return "a number";
+  if (cJSON_IsBool(item)) return "a boolean";
+  if (cJSON_IsArray(item)) return "an array";
+  if (cJSON_IsObject(item)) return "an object";
+  return "null";
+}
+
+// Validates the parsed call object and moves its arguments into out.
+static ToolCallKind take_call(ToolCallParse *out, cJSON *root, size_t offset) {
+  char q[64];
+  if (!cJSON_IsObject(root))
+    return fail(out, TOOLCALL_ERR_NOT_AN_OBJECT, offset,
+                "the call must be a JSON object {\"name\": ..., \"arguments\": {...}}, not %s", json_type_name(root));
+  const char *dup = NULL;
+  int bad_number = 0;
+  if (check_tree(root, &dup, &bad_number) != 0)
+    return fail(out, TOOLCALL_ERR_INVALID_JSON, offset, "out of memory checking the call");
+  if (bad_number) return fail(out, TOOLCALL_ERR_INVALID_JSON, offset, "a number is too large for a double");
+  if (dup) {
+    quote(q, sizeof q, dup, strlen(dup));
+    return fail(out, TOOLCALL_ERR_DUPLICATE_KEY, offset, "key \"%s\" appears twice in one object", q);
+  }
+  for (const cJSON *c = root->child; c; c = c->next) {
+    if (strcmp(c->string, "name") == 0 || strcmp(c->string, "arguments") == 0) continue;
+    quote(q, sizeof q, c->string, strlen(c->string));
+    return fail(out, TOOLCALL_ERR_UNKNOWN_KEY, offset,
+                "unexpected key \"%s\"; a call has only \"name\" and \"arguments\"", q);
+  }
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
+  if (!name || cJSON_IsNull(name)) return fail(out, TOOLCALL_ERR_MISSING_NAME, offset, "the call has no \"name\"");
+  if (!cJSON_IsString(name))
+    return fail(out, TOOLCALL_ERR_BAD_NAME, offset, "\"name\" must be a string, not %s", json_type_name(name));
+  size_t name_len = strlen(name->valuestring);
+  if (!toolcall_name_is_valid(name->valuestring, name_len)) {
+    quote(q, sizeof q, name->valuestring, name_len);
+    return fail(out, TOOLCALL_ERR_BAD_NAME, offset,
+                "\"%s\" is not a tool name (1-%d characters of A-Z a-z 0-9 _ . -)", q, TOOLCALL_MAX_NAME_BYTES);
+  }
+  memcpy(out->name, name->valuestring, name_len + 1);
+  cJSON *args = cJSON_GetObjectItemCaseSensitive(root, "arguments");
+  if (!args || cJSON_IsNull(args))
+    return fail(out, TOOLCALL_ERR_MISSING_ARGUMENTS, offset, "the call to %s has no \"arguments\" (use {} for none)",
+                out->name);
+  if (!cJSON_IsObject(args))
+    return fail(out, TOOLCALL_ERR_ARGUMENTS_NOT_OBJECT, offset,
+                "\"arguments\" of %s must be a JSON object, not %s", out->name, json_type_name(args));
+  out->arguments = cJSON_DetachItemViaPointer(root, args);
+  out->kind = TOOLCALL_TOOL_CALL;
+  return TOOLCALL_TOOL_CALL;
+}
+
+// text[open] is "<tool_call>"; end is the end of the trimmed turn.
+static ToolCallKind parse_call(ToolCallParse *out, const char *text, size_t end, size_t open) {
+  char q[64];
+  size_t body = open + OPEN_LEN;
+  CallScan scan = scan_call(text, end, body);
+  if (scan.close == end) {
+    size_t plain = find(text, end, body, CLOSE_TAG, CLOSE_LEN);
+    if (plain == end)
+      return fail(out, TOOLCALL_ERR_UNTERMINATED, open, "<tool_call> at byte %zu has no closing </tool_call>", open);
+    // The only closing tags sit inside a string that never ends.
+    quote(q, sizeof q, text + body, plain - body);
+    return fail(out, TOOLCALL_ERR_INVALID_JSON, body, "unterminated string in the call: %s", q);
+  }
+  size_t after = scan.close + CLOSE_LEN;
+  size_t second = find(text, end, after, OPEN_TAG, OPEN_LEN);
+  if (second < end)
+    return fail(out, TOOLCALL_ERR_MULTIPLE_CALLS, second, "only one <tool_call> per turn; a second starts at byte %zu",
+                second);
+  for (size_t i = after; i < end; i++) {
+    if (is_space((unsigned char)text[i])) continue;
+    quote(q, sizeof q, text + i, end - i);
+    return fail(out, TOOLCALL_ERR_TEXT_AFTER_CALL, i, "nothing may follow </tool_call>, found: %s", q);
+  }
+  if (scan.max_depth > TOOLCALL_MAX_DEPTH)
+    return fail(out, TOOLCALL_ERR_TOO_DEEP, scan.deep_offset, "JSON nested deeper than %d levels at byte %zu",
+                TOOLCALL_MAX_DEPTH, scan.deep_offset);
+  if (scan.nul_offset < scan.close)
+    return fail(out, TOOLCALL_ERR_NUL_BYTE, scan.nul_offset, "\\u0000 in a string at byte %zu", scan.nul_offset);
+  size_t start = body;
+  while (start < scan.close && is_space((unsigned char)text[start])) start++;
+  if (start == scan.close) return fail(out, TOOLCALL_ERR_INVALID_JSON, body, "nothing between the tags");
+  FimiError err = {0};
+  cJSON *root = json_parse_text(text + start, scan.close - start, "the JSON after <tool_call>", &err);
+  if (!root) {
+    quote(q, sizeof q, text + start, scan.close - start);
+    return fail(out, TOOLCALL_ERR_INVALID_JSON, start, "%s (%s)", err.message, q);
+  }
+  ToolCallKind kind = take_call(out, root, start);
+  cJSON_Delete(root);
+  return kind;
+}
+
+// ----------------------------------------------------------------------------
+// entry point
+
+ToolCallKind toolcall_parse(const char *text, size_t len, ToolCallParse *out) {
+  memset(out, 0, sizeof *out);
+  out->text = text;
+  if (len > TOOLCALL_MAX_TEXT_BYTES)
+    return fail(out, TOOLCALL_ERR_TOO_LONG, TOOLCALL_MAX_TEXT_BYTES, "the turn has %zu bytes; the limit is %d", len,
+                TOOLCALL_MAX_TEXT_BYTES);
+  if (!text) len = 0, text = "";
+  out->text = text;
+  const char *nul = memchr(text, 0, len);
+  if (nul) return fail(out, TOOLCALL_ERR_NUL_BYTE, (size_t)(nul - text), "NUL byte at byte %zu", (size_t)(nul - text));
+  size_t bad = utf8_first_invalid(text, len);
+  if (bad < len) return fail(out, TOOLCALL_ERR_INVALID_UTF8, bad, "invalid UTF-8 at byte %zu", bad);
+
+  // Trim whitespace and the end-of-turn markers a decode may have kept.
+  size_t begin = 0, end = len;
+  for (;;) {
+    while (end > begin && is_space((unsigned char)text[end - 1])) end--;
+    if (ends_with(text + begin, end - begin, "<end_of_turn>")) end -= strlen("<end_of_turn>");
+    else if (ends_with(text + begin, end - begin, "<eos>")) end -= strlen("<eos>");
+    else break;
+  }
+  while (begin < end && is_space((unsigned char)text[begin])) begin++;
+
+  size_t open = find(text, end, begin, OPEN_TAG, OPEN_LEN);
+  size_t close = find(text, open, begin, CLOSE_TAG, CLOSE_LEN);
+  if (close < open)
+    return fail(out, TOOLCALL_ERR_STRAY_CLOSE, close, "</tool_call> at byte %zu without a <tool_call> before it", close);
+  size_t text_end = open;
+  while (text_end > begin && is_space((unsigned char)text[text_end - 1])) text_end--;
+  out->text = text + begin;
+  out->text_len = text_end - begin;
+  if (open == end) {
+    if (begin == end) return fail(out, TOOLCALL_ERR_EMPTY, 0, "the turn is empty");
+    out->kind = TOOLCALL_MESSAGE;
+    return TOOLCALL_MESSAGE;
+  }
+  return parse_call(out, text, end, open);
+}
+
+// ----------------------------------------------------------------------------
+// rendering
+
+// Prints obj compactly into a malloc'd string wrapped in prefix/suffix.
+static char *print_wrapped(const cJSON *obj, const char *prefix, const char *suffix, FimiError *err) {
+  char *json = cJSON_PrintUnformatted(obj);
+  if (!json) {
+    fimi_fail(err, "out of memory printing JSON");
+    return NULL;
+  }
+  size_t a = strlen(prefix), b = strlen(json), c = strlen(suffix);
+  char *s = fimi_malloc(a + b + c + 1, err);
+  if (s) {
+    memcpy(s, prefix, a);
+    memcpy(s + a, json, b);
+    memcpy(s + a + b, suffix, c + 1);
+  }
+  cJSON_free(json);
+  return s;
+}
+
+// {"name": name-or-null, key: value}; value is referenced, not copied.
+static char *render_named(const char *name, const char *key, const cJSON *value, const char *prefix,
+                          const char *suffix, FimiError *err) {
+  cJSON *obj = cJSON_CreateObject();
+  int ok = obj != NULL;
+  if (ok) ok = (name ? cJSON_AddStringToObject(obj, "name", name) : cJSON_AddNullToObject(obj, "name")) != NULL;
+  if (ok) ok = cJSON_AddItemReferenceToObject(obj, key, (cJSON *)value);
+  char *s = ok ? print_wrapped(obj, prefix, suffix, err) : NULL;
+  if (!ok) fimi_fail(err, "out of memory building JSON");
+  cJSON_Delete(obj);
+  return s;
+}
+
+char *toolcall_render_call(const char *name, const cJSON *arguments, FimiError *err) {
+  if (!name || !toolcall_name_is_valid(name, strlen(name))) {
+    fimi_fail(err, "tool call: \"%.80s\" is not a valid tool name", name ? name : "(null)");
+    return NULL;
+  }
+  if (!cJSON_IsObject(arguments)) {
+    fimi_fail(err, "tool call %s: arguments must be a JSON object", name);
+    return NULL;
+  }
+  return render_named(name, "arguments", arguments, OPEN_TAG, CLOSE_TAG, err);
+}
+
+char *toolcall_render_result(const char *name, const cJSON *result, FimiError *err) {
+  if (!result) {
+    fimi_fail(err, "tool result of %.80s: result is NULL", name ? name : "(null)");
+    return NULL;
+  }
+  return render_named(name, "result", result, "", "", err);
+}
+
+char *toolcall_render_error(const char *name, const char *message, FimiError *err) {
+  cJSON *text = cJSON_CreateString(message ? message : "");
+  if (!text) {
+    fimi_fail(err, "out of memory building JSON");
+    return NULL;
+  }
+  char *s = render_named(name, "error", text, "", "", err);
+  cJSON_Delete(text);
+  return s;
+}
