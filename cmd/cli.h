@@ -45,5 +45,9 @@ int cmd_info(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_score(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);
+// `fimi tokenizer train` (cmd/cmd_tokenizer_train.c).
+int cmd_tokenizer_train(int argc, char **argv);
+int cmd_env(int argc, char **argv);
 
 #endif

@@ -17,6 +17,8 @@ static const Subcommand subcommands[] = {
     {"init", cmd_init, "initialize a model from a preset or config.json and save it (safetensors)"},
     {"generate", cmd_generate, "generate tokens from a saved model with a KV cache"},
     {"score", cmd_score, "print per-token log-probs of a token sequence under a saved model (JSON)"},
+    {"tokenizer", cmd_tokenizer, "encode, decode with a tokenizer.json, or train a BPE tokenizer"},
+    {"env", cmd_env, "the simulated bank: list tools (--markdown for docs/tools.md), ..."},
 };
 
 static void print_usage(FILE *out) {
