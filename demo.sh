@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# demo.sh: the main job on the CPU default. Today: initialize a tiny Gemma 3
-# model, export it as a Hugging Face checkpoint, reload it, inspect it and
-# generate from it with the KV cache. Later issues grow this into the
-# end-to-end train-and-evaluate demo.
+# demo.sh: the main job on the CPU default. Today: train a BPE tokenizer on
+# the bank's text, initialize a tiny Gemma 3 model sized to it, export both as
+# a Hugging Face checkpoint, reload, inspect, and generate (ids, then text
+# streamed from a chat prompt) with the KV cache; list the bank's tools.
+# Later issues grow this into the end-to-end train-and-evaluate demo.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash launch/install-deps.sh
@@ -13,7 +14,10 @@ FIMI="$BUILD_DIR/cmd/fimi"
 OUT="${FIMI_DEMO_OUT:-demo-out}"
 mkdir -p "$OUT"
 "$FIMI" info
-"$FIMI" init --config configs/tiny-cpu-demo.ini --out "$OUT/tiny"
+"$FIMI" tokenizer train --input tests/interop/tokenizer_corpus.txt docs/*.md --vocab-size 512 --out "$OUT/tokenizer.json"
+"$FIMI" init --config configs/tiny-cpu-demo.ini --tokenizer "$OUT/tokenizer.json" --out "$OUT/tiny"
 "$FIMI" info "$OUT/tiny"
 "$FIMI" generate --config configs/tiny-cpu-demo.ini --model "$OUT/tiny" --prompt-ids 2,17,42,99 --prompt-ids 2,5
 "$FIMI" score --model "$OUT/tiny" --ids 2,17,42,99,7
+"$FIMI" generate --config configs/tiny-cpu-demo.ini --model "$OUT/tiny" --chat --prompt "Mera FD kab mature hoga?"
+"$FIMI" env tools >"$OUT/tools.txt" && head -5 "$OUT/tools.txt"

@@ -10,13 +10,15 @@ BUILD_DIR="${FIMI_BUILD_DIR:-build}"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)")
-# The parsers of untrusted files again under AddressSanitizer + UBSan: every
-# malformed-file case must be rejected without a memory error.
+# The parsers of untrusted input (files, model output, tool calls) again under
+# AddressSanitizer + UBSan: every malformed case must be rejected without a
+# memory error. The CLI scripts run against the sanitized binary too.
 ASAN_DIR="${BUILD_DIR}-asan"
-ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decode)
+ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decode test_tokenizer test_bpe_train
+            test_chat test_toolcall test_env_db test_env_tools test_env_knowledge)
 cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null
 cmake --build "$ASAN_DIR" -j"$(nproc)" --target fimi "${ASAN_TESTS[@]}"
-(cd "$ASAN_DIR" && ctest --output-on-failure -j"$(nproc)" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_fimi)\$")
-# A short libFuzzer run of the safetensors and config.json parsers.
+(cd "$ASAN_DIR" && ctest --output-on-failure -j"$(nproc)" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*)\$")
+# A short libFuzzer run of every fuzz target (tests/fuzz/smoke.sh lists them).
 tests/fuzz/smoke.sh 30
 FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" .venv/bin/python -m pytest -q tests/interop
