@@ -20,6 +20,7 @@
 
 #include "core/fileio.h"
 #include "core/log.h"
+#include "core/utf8.h"
 
 #define BPE_MAX_FILE_BYTES ((size_t)1 << 30)
 #define BPE_MAX_VOCAB (1 << 26)
@@ -38,48 +39,15 @@ void bpe_train_default_options(BpeTrainOptions *opt) {
 // ----------------------------------------------------------------------------
 // UTF-8
 
-// Length of the valid UTF-8 sequence at s (n bytes available), 0 if invalid.
-// Strict: no overlong forms, no surrogates, nothing above U+10FFFF.
-static int utf8_valid_len(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  int len;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c == 0xE0) len = 3, lo = 0xA0;
-  else if (c >= 0xE1 && c <= 0xEC) len = 3;
-  else if (c == 0xED) len = 3, hi = 0x9F;
-  else if (c >= 0xEE && c <= 0xEF) len = 3;
-  else if (c == 0xF0) len = 4, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) len = 4;
-  else if (c == 0xF4) len = 4, hi = 0x8F;
-  else return 0;
-  if ((size_t)len > n) return 0;
-  if (s[1] < lo || s[1] > hi) return 0;
-  for (int k = 2; k < len; k++)
-    if (s[k] < 0x80 || s[k] > 0xBF) return 0;
-  return len;
-}
-
 static int utf8_validate(const char *text, size_t len, const char *name, FimiError *err) {
-  const unsigned char *s = (const unsigned char *)text;
-  for (size_t i = 0; i < len;) {
-    int n = utf8_valid_len(s + i, len - i);
-    if (n == 0) return fimi_fail(err, "%s: invalid UTF-8 at byte offset %zu (byte 0x%02X)", name, i, s[i]);
-    i += (size_t)n;
-  }
+  size_t bad = utf8_first_invalid(text, len);
+  if (bad < len)
+    return fimi_fail(err, "%s: invalid UTF-8 at byte offset %zu (byte 0x%02X)", name, bad, (unsigned char)text[bad]);
   return 0;
 }
 
 // Length of the (already validated) character starting with byte c.
-static int utf8_char_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
-
-static uint32_t utf8_codepoint(const unsigned char *s, int len) {
-  if (len == 1) return s[0];
-  uint32_t cp = s[0] & (0x7Fu >> len);
-  for (int k = 1; k < len; k++) cp = (cp << 6) | (s[k] & 0x3Fu);
-  return cp;
-}
+static int utf8_lead_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
 // ----------------------------------------------------------------------------
 // Hash tables. U64Map: uint64 keys (pairs, code points) -> int32 values.
@@ -347,7 +315,8 @@ static void trainer_free(Trainer *t) {
 // Digits pre-tokenizer uses; PCRE2's \p{N} is the same set.
 static int is_numeric_char(Trainer *t, const unsigned char *s, int len, FimiError *err) {
   if (len == 1) return s[0] >= '0' && s[0] <= '9';
-  uint32_t cp = utf8_codepoint(s, len);
+  uint32_t cp = 0;
+  utf8_char_len(s, (size_t)len, &cp);  // validated text: always one whole character
   int32_t cached = u64map_get(&t->numeric_cache, cp);
   if (cached >= 0) return cached;
   int rc = pcre2_match(t->numeric_re, (PCRE2_SPTR)s, (PCRE2_SIZE)len, 0, PCRE2_NO_UTF_CHECK, t->numeric_md, NULL);
@@ -405,7 +374,7 @@ static int count_text(Trainer *t, const char *text, size_t len, FimiError *err) 
       i += special;
       continue;
     }
-    int n = utf8_char_len(s[i]);
+    int n = utf8_lead_len(s[i]);
     if (s[i] == '\n') {  // each line (with its newline) is a text of its own, as in `tokenizers`' trainer
       if (append_piece(t, "\n", 1, err) != 0 || flush_piece(t, err) != 0) return -1;
       i++;
@@ -468,7 +437,7 @@ static int choose_alphabet(Trainer *t, FimiError *err) {
   for (int32_t w = 0; w < t->words.count; w++) {
     const char *s = interner_str(&t->words, w);
     for (uint32_t i = 0; i < t->words.lengths[w];) {
-      int n = utf8_char_len((unsigned char)s[i]);
+      int n = utf8_lead_len((unsigned char)s[i]);
       i += (uint32_t)n;
       if (n == 1 && s[i - 1] == '\0') continue;  // U+0000 cannot be a JSON-safe token; bytes only
       int is_new;
@@ -618,7 +587,7 @@ static int build_symbols(Trainer *t, FimiError *err) {
     t->word_offsets[w] = used;
     uint32_t n = 0;
     for (uint32_t i = 0; i < t->words.lengths[w];) {
-      int len = utf8_char_len((unsigned char)s[i]);
+      int len = utf8_lead_len((unsigned char)s[i]);
       t->symbols[used + n++] = interner_find(&t->tokens, s + i, (size_t)len);  // -1: byte fallback
       i += (uint32_t)len;
     }

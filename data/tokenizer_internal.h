@@ -14,6 +14,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "core/utf8.h"
 #include "data/tokenizer.h"
 
 // ---- string -> id hash map (open addressing, keys point into owned storage)
@@ -160,12 +161,7 @@ struct Tokenizer {
 };
 
 // ---- shared helpers
-// Length of the valid UTF-8 char at s[0..n), 0 if invalid.
-size_t utf8_char_len(const unsigned char *s, size_t n, uint32_t *cp);
-// Offset of the first invalid byte, or n when valid.
-size_t utf8_first_invalid(const char *s, size_t n);
 int is_unicode_white_space(uint32_t cp);
-size_t utf8_encode(uint32_t cp, char out[4]);
 
 // A growable byte buffer.
 typedef struct TokBuf {

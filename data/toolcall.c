@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "core/json.h"
 
 static const char OPEN_TAG[] = "<tool_call>";
@@ -71,42 +72,10 @@ static int ends_with(const char *text, size_t len, const char *suffix) {
   return len >= n && memcmp(text + len - n, suffix, n) == 0;
 }
 
-// Length of the valid UTF-8 sequence at s (1..4), or 0 if it is invalid
-// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF).
+// Length of the valid UTF-8 character at s, or 0 (the code point is unused).
 static size_t utf8_sequence(const unsigned char *s, size_t avail) {
-  unsigned char c = s[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (avail < n) return 0;
-  if (s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < n; i++)
-    if (s[i] < 0x80 || s[i] > 0xBF) return 0;
-  return n;
-}
-
-// Offset of the first invalid byte, or len when text is valid UTF-8.
-static size_t utf8_first_invalid(const char *text, size_t len) {
-  const unsigned char *s = (const unsigned char *)text;
-  size_t i = 0;
-  while (i < len) {
-    size_t n = utf8_sequence(s + i, len - i);
-    if (n == 0) return i;
-    i += n;
-  }
-  return len;
+  uint32_t cp;
+  return utf8_char_len(s, avail, &cp);
 }
 
 // Drops a trailing incomplete UTF-8 sequence left by truncating a string.

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "core/fileio.h"
 #include "core/json.h"
 
@@ -122,26 +123,8 @@ static size_t trim_decimal(const char *w, size_t n) {
 static int is_alnum_ascii(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 static int is_digit_ascii(unsigned char c) { return c >= '0' && c <= '9'; }
 
-// Decodes one UTF-8 code point at s[0..n); returns its byte length, or 0 if
-// the bytes are not valid UTF-8 (overlong forms and surrogates included).
-static int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-  unsigned char c = s[0];
-  int len;
-  uint32_t v, min;
-  if (c < 0x80) { *cp = c; return 1; }
-  if (c >= 0xC2 && c <= 0xDF) { len = 2; v = c & 0x1F; min = 0x80; }
-  else if (c >= 0xE0 && c <= 0xEF) { len = 3; v = c & 0x0F; min = 0x800; }
-  else if (c >= 0xF0 && c <= 0xF4) { len = 4; v = c & 0x07; min = 0x10000; }
-  else return 0;
-  if ((size_t)len > n) return 0;
-  for (int i = 1; i < len; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    v = (v << 6) | (s[i] & 0x3F);
-  }
-  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-  *cp = v;
-  return len;
-}
+// Decodes one UTF-8 code point (core/utf8.h); the byte length, or 0 if invalid.
+static int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) { return (int)utf8_char_len(s, n, cp); }
 
 // Non-ASCII code points that separate words rather than belong to them.
 static int is_separator_cp(uint32_t cp) {
