@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 // inv_freq (hd/2)
 static void rope_inv_freq(float *inv_freq, int hd, float theta, float position_scale) {
@@ -18,6 +19,52 @@ static void rope_inv_freq(float *inv_freq, int hd, float theta, float position_s
     // HF applies linear scaling to the frequencies, not to the positions
     if (position_scale != 1.0f) inv_freq[i] = inv_freq[i] / position_scale;
   }
+}
+
+// cos/sin of one position's angles: cos_row, sin_row (hd/2); sin is
+// multiplied by direction (-1 rotates backwards).
+static void rope_angles(float *cos_row, float *sin_row, const float *inv_freq, int half, int position,
+                        float direction) {
+  float pos = (float)position;
+  for (int i = 0; i < half; i++) {
+    float angle = pos * inv_freq[i];
+    cos_row[i] = cosf(angle);
+    sin_row[i] = direction * sinf(angle);
+  }
+}
+
+// y, x (nheads, hd): x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1).
+static void rope_rotate_heads(float *y, const float *x, const float *cos_row, const float *sin_row, int nheads,
+                              int hd) {
+  int half = hd / 2;
+  for (int h = 0; h < nheads; h++, x += hd, y += hd) {
+    for (int i = 0; i < half; i++) {
+      float x1 = x[i], x2 = x[i + half];
+      y[i] = x1 * cos_row[i] - x2 * sin_row[i];
+      y[i + half] = x2 * cos_row[i] + x1 * sin_row[i];
+    }
+  }
+}
+
+// A batch repeats the positions 0..T-1 in every sequence, so when the
+// largest position is small next to N the cos/sin of each position are
+// computed once into a table ((P+1, hd/2) each) instead of once per row:
+// the same cosf/sinf calls, so the result is bitwise identical.
+// Returns NULL (rows compute their own) when it would not pay or malloc fails.
+static float *rope_table(const int *positions, int N, const float *inv_freq, int half, float direction) {
+  int max_position = 0;
+  for (int n = 0; n < N; n++) {
+    if (positions[n] < 0) return NULL;
+    if (positions[n] > max_position) max_position = positions[n];
+  }
+  long rows = (long)max_position + 1;
+  if (rows * 2 > N) return NULL;
+  float *table = malloc((size_t)rows * 2 * (size_t)half * sizeof(float));  // (P+1, 2, hd/2)
+  if (!table) return NULL;
+#pragma omp parallel for schedule(static)
+  for (long p = 0; p < rows; p++)
+    rope_angles(table + p * 2 * half, table + p * 2 * half + half, inv_freq, half, (int)p, direction);
+  return table;
 }
 
 // Rotates every head of every row by +angle (direction = 1) or -angle
@@ -30,26 +77,21 @@ static void rope_rotate(float *out, const float *inp, const int *positions, int 
   if (N <= 0 || half <= 0) return;
   float inv_freq[half];  // (hd/2)
   rope_inv_freq(inv_freq, hd, theta, position_scale);
+  float *table = rope_table(positions, N, inv_freq, half, direction);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     float cos_row[half], sin_row[half];  // (hd/2) shared by every head of this row
-    float pos = (float)positions[n];
-    for (int i = 0; i < half; i++) {
-      float angle = pos * inv_freq[i];
-      cos_row[i] = cosf(angle);
-      sin_row[i] = direction * sinf(angle);
+    const float *c = cos_row, *s = sin_row;
+    if (table) {
+      c = table + (long)positions[n] * 2 * half;
+      s = c + half;
+    } else {
+      rope_angles(cos_row, sin_row, inv_freq, half, positions[n], direction);
     }
-    for (int h = 0; h < nheads; h++) {
-      const float *x = inp + ((long)n * nheads + h) * hd;  // (hd)
-      float *y = out + ((long)n * nheads + h) * hd;        // (hd)
-      for (int i = 0; i < half; i++) {
-        float x1 = x[i], x2 = x[i + half];
-        // x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1)
-        y[i] = x1 * cos_row[i] - x2 * sin_row[i];
-        y[i + half] = x2 * cos_row[i] + x1 * sin_row[i];
-      }
-    }
+    long offset = (long)n * nheads * hd;
+    rope_rotate_heads(out + offset, inp + offset, c, s, nheads, hd);
   }
+  free(table);
 }
 
 // out, inp (N, nheads, hd), positions (N). In place allowed.
