@@ -5,9 +5,13 @@
 # `fimi init`), same batch, sequence length and thread count, and prints a
 # side-by-side table with the ratio fimi/torch: mean over the timed steps and
 # the best step (the steadier number on a machine shared with other work).
+# With ROUNDS=N the two programs alternate N times (fimi, torch, fimi, ...),
+# so load from other work falls on both alike, and the medians over rounds
+# are printed last.
 #
 # Usage: bench/cpu_train_step.sh BUILD_DIR [PRESET] [THREADS] [BATCH] [SEQ] [STEPS]
-# Env:   PYTHON (default .venv/bin/python in the repo, then python3) with torch + transformers.
+# Env:   PYTHON (default .venv/bin/python in the repo, then python3) with torch + transformers;
+#        ROUNDS (default 1).
 set -euo pipefail
 
 build=${1:?usage: cpu_train_step.sh BUILD_DIR [PRESET] [THREADS] [BATCH] [SEQ] [STEPS]}
@@ -32,20 +36,31 @@ trap 'rm -rf "$dir"' EXIT
 
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 common=(--batch "$batch" --seq "$seq" --steps "$steps" --threads "$threads" --json)
-f_json=$("$bench" --preset "$preset" "${common[@]}")
-t_json=$("$python" "$here/torch_train_step.py" --model-dir "$dir/model" "${common[@]}")
+rounds=${ROUNDS:-1}
+results=()
+for ((r = 0; r < rounds; r++)); do
+  results+=("$("$bench" --preset "$preset" "${common[@]}")")
+  results+=("$("$python" "$here/torch_train_step.py" --model-dir "$dir/model" "${common[@]}")")
+done
 
-"$python" - "$f_json" "$t_json" "$preset" <<'EOF'
-import json, sys
-f, t, preset = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
-print(f"preset {preset}: batch {f['batch']} x seq {f['seq']}, {f['steps']} timed steps, "
-      f"{f['threads']} threads, fp32 forward+backward")
-print(f"{'':14}{'fimi':>12}{'torch':>12}{'fimi/torch':>12}")
+"$python" - "$preset" "${results[@]}" <<'EOF'
+import json, statistics, sys
+preset, runs = sys.argv[1], [json.loads(x) for x in sys.argv[2:]]
+pairs = list(zip(runs[0::2], runs[1::2]))
+f0 = pairs[0][0]
+print(f"preset {preset}: batch {f0['batch']} x seq {f0['seq']}, {f0['steps']} timed steps, "
+      f"{f0['threads']} threads, fp32 forward+backward, {len(pairs)} round(s)")
 rows = [("tokens_per_s", "tokens/s"), ("ms_per_step", "ms/step"), ("best_tokens_per_s", "best tok/s"),
         ("best_ms_per_step", "best ms/step"), ("peak_rss_mib", "peak RSS MiB"), ("params", "parameters"),
         ("loss", "loss")]
-for key, label in rows:
-    ratio = f[key] / t[key] if t[key] else float("nan")
-    print(f"{label:14}{f[key]:>12}{t[key]:>12}{ratio:>12.2f}")
-print(f"torch {t['torch']}, transformers {t['transformers']}")
+for i, (f, t) in enumerate(pairs):
+    print(f"round {i + 1}\n{'':14}{'fimi':>12}{'torch':>12}{'fimi/torch':>12}")
+    for key, label in rows:
+        ratio = f[key] / t[key] if t[key] else float("nan")
+        print(f"{label:14}{f[key]:>12}{t[key]:>12}{ratio:>12.2f}")
+if len(pairs) > 1:
+    mean = statistics.median(f["tokens_per_s"] / t["tokens_per_s"] for f, t in pairs)
+    best = statistics.median(f["best_tokens_per_s"] / t["best_tokens_per_s"] for f, t in pairs)
+    print(f"median over {len(pairs)} rounds: fimi/torch {mean:.2f} on mean throughput, {best:.2f} on the best step")
+print(f"torch {pairs[0][1]['torch']}, transformers {pairs[0][1]['transformers']}")
 EOF
