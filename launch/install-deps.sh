@@ -6,7 +6,7 @@
 set -euo pipefail
 
 FIMI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev libpcre2-dev libsqlite3-dev python3-venv)
+DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev libpcre2-dev libsqlite3-dev libhdf5-dev libopenmpi-dev openmpi-bin python3-venv)
 # With --python (the test command) also clang and its libFuzzer runtime, for
 # the fuzz smoke run of tests/fuzz/smoke.sh.
 if [ "${1:-}" = "--python" ]; then
@@ -30,5 +30,5 @@ if [ "${1:-}" = "--python" ]; then
     python3 -m venv "$FIMI_ROOT/.venv"
   fi
   # torch/transformers are optional (large): hf_parity.py skips without them.
-  "$FIMI_ROOT/.venv/bin/pip" install -q --disable-pip-version-check pytest numpy safetensors tokenizers
+  "$FIMI_ROOT/.venv/bin/pip" install -q --disable-pip-version-check pytest numpy safetensors tokenizers h5py
 fi
