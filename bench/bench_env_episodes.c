@@ -1,0 +1,112 @@
+// bench/bench_env_episodes.c: oracle episodes per second on one CPU core,
+// end to end: env_open (a pooled copy of the image for the agent and one for
+// the gold replay, fixture, gold chain, values), the oracle's turns through
+// the tool-call parser, the tools and the simulated customer, env_score
+// (digest of the mutable tables, sequence/LCS, comm, judge) and env_close.
+// Tasks come from every registered family (generated before timing). Prints
+// episodes per second over all families and per family.
+//
+// Usage: bench_env_episodes [--episodes N] (default 4000) [--per-family K] (default 20)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "env/agents.h"
+#include "env/episode.h"
+#include "env/task_family.h"
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void die(const char *what, const FimiError *err) {
+  fprintf(stderr, "bench_env_episodes: %s: %s\n", what, err->message);
+  exit(1);
+}
+
+// Runs `count` oracle episodes cycling over tasks[0..n); returns seconds.
+static double run(EnvWorld *world, const Task *tasks, int n, int count, int *imperfect) {
+  FimiError err = {0};
+  double start = now_seconds();
+  for (int i = 0; i < count; i++) {
+    RewardBreakdown r;
+    if (agent_run_episode(world, &tasks[i % n], (uint64_t)i, AGENT_ORACLE, &r, &err) != 0) die("episode", &err);
+    *imperfect += r.total != 1.0;
+  }
+  return now_seconds() - start;
+}
+
+// The same with the db check forced through the digest path (both copies'
+// mutable tables hashed, the gold chain replayed again): what an episode
+// costs when the agent's writes differ from the gold chain's.
+static double run_digest(EnvWorld *world, const Task *tasks, int n, int count) {
+  FimiError err = {0};
+  double start = now_seconds();
+  for (int i = 0; i < count; i++) {
+    EnvAgent *agent = NULL;
+    EnvEpisode *ep = NULL;
+    const char *first = NULL;
+    if (agent_create(AGENT_ORACLE, (uint64_t)i, &agent, &err) || env_open(world, &tasks[i % n], (uint64_t)i, &ep, &first, &err))
+      die("open", &err);
+    EnvObservation obs = {0};
+    while (!obs.done) {
+      char *turn = NULL;
+      if (agent_next(agent, ep, &turn, &err) || env_step(ep, turn, strlen(turn), &obs, &err)) die("step", &err);
+      free(turn);
+    }
+    int equal = 0;
+    RewardBreakdown r;
+    if (env_episode_db_equal(ep, 0, &equal, &err) || env_score(ep, &r, &err)) die("score", &err);
+    env_close(ep);
+    agent_free(agent);
+  }
+  return now_seconds() - start;
+}
+
+int main(int argc, char **argv) {
+  int episodes = 4000, per_family = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--episodes") == 0) episodes = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--per-family") == 0) per_family = atoi(argv[i + 1]);
+  }
+  if (episodes < 1 || per_family < 1) {
+    fprintf(stderr, "usage: bench_env_episodes [--episodes N] [--per-family K]\n");
+    return 2;
+  }
+  FimiError err = {0};
+  TaskGenContext ctx;
+  EnvWorld *world = NULL;
+  if (task_gen_context_init(&ctx, 1, &err) != 0 || env_world_create(&world, &err) != 0) die("setup", &err);
+  int families = task_family_count();
+  Task *tasks = calloc((size_t)families * (size_t)per_family, sizeof *tasks);
+  if (!tasks) return 1;
+  for (int f = 0; f < families; f++)
+    for (int i = 0; i < per_family; i++)
+      if (task_generate(&ctx, task_family_at(f), 77 + (uint64_t)i, &tasks[f * per_family + i], &err) != 0)
+        die("generate", &err);
+  int total_tasks = families * per_family, imperfect = 0;
+  run(world, tasks, total_tasks, total_tasks < 200 ? total_tasks : 200, &imperfect);  // warm the pools
+  imperfect = 0;
+  double seconds = run(world, tasks, total_tasks, episodes, &imperfect);
+  printf("oracle episodes, all %d families: %d in %.3f s = %.0f episodes/s (%.1f us each)%s\n", families, episodes,
+         seconds, episodes / seconds, 1e6 * seconds / episodes, imperfect ? " [SOME NOT 1.0]" : "");
+  int slow_count = episodes / 4 > 100 ? episodes / 4 : 100;
+  double slow = run_digest(world, tasks, total_tasks, slow_count);
+  printf("with the db check forced through digests: %d in %.3f s = %.0f episodes/s (%.1f us each)\n", slow_count, slow,
+         slow_count / slow, 1e6 * slow / slow_count);
+  printf("| family | episodes/s | us/episode | gold steps |\n|---|---:|---:|---:|\n");
+  for (int f = 0; f < families; f++) {
+    int count = episodes / families > 50 ? episodes / families : 50;
+    double s = run(world, &tasks[f * per_family], per_family, count, &imperfect);
+    printf("| %s | %.0f | %.1f | %d |\n", task_family_at(f)->name, count / s, 1e6 * s / count,
+           tasks[f * per_family].num_gold);
+  }
+  for (int i = 0; i < total_tasks; i++) task_free(&tasks[i]);
+  free(tasks);
+  env_world_free(world);
+  task_gen_context_free(&ctx);
+  return imperfect ? 1 : 0;
+}

@@ -1,0 +1,653 @@
+// env/episode.c: the episode API (env/episode.h): the world of cached images
+// and pools, env_open/env_step/env_score/env_close, the goal test the
+// simulator ends on, and the shared helpers that apply a task's initial
+// state and replay its gold chain.
+#include "env/episode.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/toolcall.h"
+#include "env/bank_tools.h"
+#include "env/knowledge.h"
+#include "env/user_sim.h"
+
+// ---- world -----------------------------------------------------------------
+
+#define ENV_WORLD_MAX_IMAGES 16
+
+typedef struct WorldImage {
+  uint64_t seed;
+  BankImage image;
+  BankPool *pool;
+} WorldImage;
+
+// Gold digests by task (hash of the task's JSON line): GRPO-style training
+// plays each task many times, and the gold state never changes.
+#define ENV_GOLD_CACHE 1024
+typedef struct GoldDigest {
+  uint64_t key;
+  uint64_t digest;
+  int valid;
+} GoldDigest;
+
+struct EnvWorld {
+  const KnowledgeBase *kb;
+  WorldImage images[ENV_WORLD_MAX_IMAGES];
+  int num_images;
+  GoldDigest gold[ENV_GOLD_CACHE];
+};
+
+int env_world_create(EnvWorld **out, FimiError *err) {
+  *out = NULL;
+  EnvWorld *w = fimi_calloc(1, sizeof *w, err);
+  if (!w) return -1;
+  if (!(w->kb = kb_builtin(err))) {
+    free(w);
+    return -1;
+  }
+  *out = w;
+  return 0;
+}
+
+void env_world_free(EnvWorld *w) {
+  if (!w) return;
+  for (int i = 0; i < w->num_images; i++) {
+    bank_pool_free(w->images[i].pool);
+    bank_image_free(&w->images[i].image);
+  }
+  free(w);
+}
+
+int env_world_image(EnvWorld *w, uint64_t seed, const BankImage **image, BankPool **pool, FimiError *err) {
+  for (int i = 0; i < w->num_images; i++)
+    if (w->images[i].seed == seed) {
+      *image = &w->images[i].image;
+      *pool = w->images[i].pool;
+      return 0;
+    }
+  if (w->num_images >= ENV_WORLD_MAX_IMAGES)
+    return fimi_fail(err, "env world: more than %d distinct image seeds in one world", ENV_WORLD_MAX_IMAGES);
+  WorldImage *wi = &w->images[w->num_images];
+  memset(wi, 0, sizeof *wi);
+  wi->seed = seed;
+  if (bank_image_build(seed, &wi->image, err) != 0) return -1;
+  if (bank_pool_create(&wi->image, w->kb, &wi->pool, err) != 0) {
+    bank_image_free(&wi->image);
+    return -1;
+  }
+  w->num_images++;
+  *image = &wi->image;
+  *pool = wi->pool;
+  return 0;
+}
+
+// ---- initial state and gold replay -----------------------------------------
+
+int env_apply_initial(BankEpisode *bank, const Task *t, FimiError *err) {
+  if (t->today && bank_episode_set_today(bank, t->today, err) != 0)
+    return fimi_fail_wrap(err, "task %s: initial.today", t->id ? t->id : "?");
+  for (int i = 0; i < t->num_fixture; i++)
+    if (bank_episode_exec(bank, t->fixture[i], err) != 0)
+      return fimi_fail_wrap(err, "task %s: initial.fixture[%d]", t->id ? t->id : "?", i);
+  if (t->authenticated && bank_episode_authenticate(bank, t->authenticated, err) != 0)
+    return fimi_fail_wrap(err, "task %s: initial.authenticated", t->id ? t->id : "?");
+  bank->confirm_mode = (BankConfirmMode)t->confirm_mode;
+  return 0;
+}
+
+int env_run_gold_step(BankEpisode *bank, const Task *t, int i, cJSON *results, FimiError *err) {
+  if (i < 0 || i >= t->num_gold) return fimi_fail(err, "task %s: no gold step %d", t->id ? t->id : "?", i);
+  const TaskAction *a = &t->gold[i];
+  if (a->confirm) bank->confirmation_given = 1;
+  ToolResult r;
+  env_tool_call(bank, a->name, a->arguments, &r);
+  if (!r.ok) {
+    fimi_fail(err, "task %s: gold[%d] %s failed: %.300s", t->id ? t->id : "?", i, a->name,
+              r.text ? r.text : "(out of memory)");
+    tool_result_free(&r);
+    return -1;
+  }
+  if (results) {
+    cJSON *parsed = cJSON_Parse(r.text);
+    if (!parsed) {
+      tool_result_free(&r);
+      return fimi_fail(err, "task %s: gold[%d] %s: result is not JSON", t->id ? t->id : "?", i, a->name);
+    }
+    cJSON_AddItemToArray(results, parsed);
+  }
+  tool_result_free(&r);
+  return 0;
+}
+
+int env_run_gold(BankEpisode *bank, const Task *t, int steps, cJSON *results, FimiError *err) {
+  for (int i = 0; i < steps && i < t->num_gold; i++)
+    if (env_run_gold_step(bank, t, i, results, err) != 0) return -1;
+  return 0;
+}
+
+char *env_resolve_value(const cJSON *gold_results, const TaskValueRef *ref, FimiError *err) {
+  const cJSON *step = cJSON_GetArrayItem(gold_results, ref->step);
+  const cJSON *v = step ? task_json_path(step, ref->path ? ref->path : "") : NULL;
+  char *text = v ? task_json_scalar_text(v) : NULL;
+  if (!text || !*text) {
+    free(text);
+    fimi_fail(err, "value '%s': gold step %d has no scalar at path '%s'", ref->name, ref->step,
+              ref->path ? ref->path : "");
+    return NULL;
+  }
+  return text;
+}
+
+// ---- episode ---------------------------------------------------------------
+
+int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err);
+
+struct EnvEpisode {
+  const Task *task;
+  BankEpisode *bank;
+  cJSON *gold_results;
+  // The gold chain's successful writes (name + arguments as logged) and
+  // authenticated customer: the fast path of the db check (env_score).
+  BankCall *gold_writes;
+  int num_gold_writes;
+  char gold_customer[BANK_ID_MAX];
+  char **values;          // resolved task->communicate
+  char **confirm_values;  // resolved task->confirms ("" when none)
+  UserSim sim;
+  EnvTurn *turns;
+  int num_turns, cap_turns;
+  char **messages;  // agent messages (also tool-call preambles), for comm and the judge
+  int num_messages, cap_messages;
+  int turns_used;
+  int done;
+  TaskEnd end;
+  char *obs;  // last observation text
+  BankPool *pool;
+  EnvWorld *world;
+};
+
+static int push_turn(EnvEpisode *ep, EnvTurnKind kind, const char *text, size_t len, FimiError *err) {
+  if (ep->num_turns == ep->cap_turns) {
+    int cap = ep->cap_turns ? ep->cap_turns * 2 : 32;
+    EnvTurn *bigger = realloc(ep->turns, sizeof *bigger * (size_t)cap);
+    if (!bigger) return fimi_fail(err, "env: out of memory");
+    ep->turns = bigger;
+    ep->cap_turns = cap;
+  }
+  char *copy = fimi_malloc(len + 1, err);
+  if (!copy) return -1;
+  memcpy(copy, text, len);
+  copy[len] = 0;
+  ep->turns[ep->num_turns++] = (EnvTurn){kind, copy};
+  return 0;
+}
+
+static int push_message(EnvEpisode *ep, const char *text, size_t len, FimiError *err) {
+  if (ep->num_messages == ep->cap_messages) {
+    int cap = ep->cap_messages ? ep->cap_messages * 2 : 16;
+    char **bigger = realloc(ep->messages, sizeof *bigger * (size_t)cap);
+    if (!bigger) return fimi_fail(err, "env: out of memory");
+    ep->messages = bigger;
+    ep->cap_messages = cap;
+  }
+  char *copy = fimi_malloc(len + 1, err);
+  if (!copy) return -1;
+  memcpy(copy, text, len);
+  copy[len] = 0;
+  ep->messages[ep->num_messages++] = copy;
+  return 0;
+}
+
+static void free_list(char **list, int n) {
+  for (int i = 0; list && i < n; i++) free(list[i]);
+  free(list);
+}
+
+void env_close(EnvEpisode *ep) {
+  if (!ep) return;
+  if (ep->bank) bank_pool_release(ep->bank);
+  cJSON_Delete(ep->gold_results);
+  for (int i = 0; i < ep->num_gold_writes; i++) {
+    free(ep->gold_writes[i].name);
+    free(ep->gold_writes[i].arguments);
+  }
+  free(ep->gold_writes);
+  free_list(ep->values, ep->task->num_communicate);
+  free_list(ep->confirm_values, ep->task->num_confirms);
+  for (int i = 0; i < ep->num_turns; i++) free(ep->turns[i].text);
+  free(ep->turns);
+  free_list(ep->messages, ep->num_messages);
+  free(ep->obs);
+  free(ep);
+}
+
+static char *copy_text(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *copy = malloc(n);
+  if (copy) memcpy(copy, s, n);
+  return copy;
+}
+
+static int copy_gold_writes(EnvEpisode *ep, const BankEpisode *gold, FimiError *err) {
+  ep->gold_writes = calloc((size_t)gold->num_calls + 1, sizeof *ep->gold_writes);
+  if (!ep->gold_writes) return fimi_fail(err, "env: out of memory");
+  for (int i = 0; i < gold->num_calls; i++) {
+    const BankCall *c = &gold->calls[i];
+    if (!c->ok || !env_tool_writes(env_tool_index(c->name))) continue;
+    BankCall *w = &ep->gold_writes[ep->num_gold_writes++];
+    w->ok = 1;
+    w->name = copy_text(c->name);
+    w->arguments = copy_text(c->arguments);
+    if (!w->name || !w->arguments) return fimi_fail(err, "env: out of memory");
+  }
+  snprintf(ep->gold_customer, sizeof ep->gold_customer, "%s", gold->customer_id);
+  return 0;
+}
+
+// Gold replay on its own copy: results for the values, the writes and the
+// customer for the db check. With `digest` non-NULL, also the state digest.
+static int replay_gold(EnvEpisode *ep, BankPool *pool, uint64_t *digest, FimiError *err) {
+  BankEpisode *gold = NULL;
+  if (bank_pool_acquire(pool, &gold, err) != 0) return -1;
+  cJSON *results = cJSON_CreateArray();
+  int rc = results ? 0 : fimi_fail(err, "env: out of memory");
+  if (rc == 0) rc = env_apply_initial(gold, ep->task, err);
+  if (rc == 0) rc = env_run_gold(gold, ep->task, ep->task->num_gold, results, err);
+  if (rc == 0 && digest) rc = env_state_digest(gold, digest, err);
+  if (rc == 0 && !ep->gold_results) {
+    rc = copy_gold_writes(ep, gold, err);
+    ep->gold_results = results;
+    results = NULL;
+  }
+  cJSON_Delete(results);
+  bank_pool_release(gold);
+  return rc;
+}
+
+static int resolve_values(EnvEpisode *ep, FimiError *err) {
+  const Task *t = ep->task;
+  ep->values = calloc((size_t)t->num_communicate + 1, sizeof(char *));
+  ep->confirm_values = calloc((size_t)t->num_confirms + 1, sizeof(char *));
+  if (!ep->values || !ep->confirm_values) return fimi_fail(err, "env: out of memory");
+  for (int i = 0; i < t->num_communicate; i++)
+    if (!(ep->values[i] = env_resolve_value(ep->gold_results, &t->communicate[i], err)))
+      return fimi_fail_wrap(err, "task %s: communicate[%d]", t->id, i);
+  for (int i = 0; i < t->num_confirms; i++) {
+    ep->confirm_values[i] = t->confirms[i].step >= 0 ? env_resolve_value(ep->gold_results, &t->confirms[i], err)
+                                                     : calloc(1, 1);
+    if (!ep->confirm_values[i]) return fimi_fail_wrap(err, "task %s: confirms[%d]", t->id, i);
+  }
+  return 0;
+}
+
+int env_open(EnvWorld *world, const Task *task, uint64_t seed, EnvEpisode **out, const char **first_message,
+             FimiError *err) {
+  *out = NULL;
+  const BankImage *image = NULL;
+  BankPool *pool = NULL;
+  if (env_world_image(world, task->image_seed, &image, &pool, err) != 0) return -1;
+  EnvEpisode *ep = fimi_calloc(1, sizeof *ep, err);
+  if (!ep) return -1;
+  ep->task = task;
+  ep->pool = pool;
+  ep->world = world;
+  if (replay_gold(ep, pool, NULL, err) != 0 || resolve_values(ep, err) != 0 ||
+      bank_pool_acquire(pool, &ep->bank, err) != 0 || env_apply_initial(ep->bank, task, err) != 0) {
+    env_close(ep);
+    return -1;
+  }
+  const char *opening = NULL;
+  user_sim_open(&ep->sim, task, seed, &opening);
+  if (push_turn(ep, ENV_TURN_CUSTOMER, opening, strlen(opening), err) != 0) {
+    env_close(ep);
+    return -1;
+  }
+  *first_message = opening;
+  *out = ep;
+  return 0;
+}
+
+static RewardInput reward_input(const EnvEpisode *ep, int db_equal) {
+  RewardInput in = {0};
+  in.task = ep->task;
+  in.calls = ep->bank->calls;
+  in.num_calls = ep->bank->num_calls;
+  in.messages = (const char *const *)ep->messages;
+  in.num_messages = ep->num_messages;
+  in.values = (const char *const *)ep->values;
+  in.num_values = ep->task->num_communicate;
+  in.db_equal = db_equal;
+  in.end = ep->end;
+  in.turns = ep->turns_used;
+  return in;
+}
+
+// The simulator's "goal met": every required value said, every gold write
+// done (a successful matching call), every rubric rule met except END_IS.
+// A TRANSFER task's goal is the hand-off itself, which ends it directly.
+static int goal_met(const EnvEpisode *ep) {
+  const Task *t = ep->task;
+  if (t->expected_end == TASK_END_TRANSFER) return 0;
+  RewardInput in = reward_input(ep, 0);
+  for (int i = 0; i < t->num_communicate; i++) {
+    int said = 0;
+    for (int m = 0; m < ep->num_messages && !said; m++) said = strstr(ep->messages[m], ep->values[i]) != NULL;
+    if (!said) return 0;
+  }
+  for (int g = 0; g < t->num_gold; g++) {
+    int index = env_tool_index(t->gold[g].name);
+    if (!env_tool_writes(index)) continue;
+    int done = 0;
+    for (int c = 0; c < in.num_calls && !done; c++)
+      done = in.calls[c].ok && reward_call_matches(&t->gold[g], in.calls[c].name, in.calls[c].arguments);
+    if (!done) return 0;
+  }
+  for (int a = 0; a < t->num_assertions; a++)
+    if (t->assertions[a].rule != TASK_RULE_END_IS && !reward_rule_met(&t->assertions[a], &in)) return 0;
+  return 1;
+}
+
+static int set_obs(EnvEpisode *ep, char *text, FimiError *err) {
+  if (!text) return -1;
+  free(ep->obs);
+  ep->obs = text;
+  (void)err;
+  return 0;
+}
+
+static int step_tool_call(EnvEpisode *ep, ToolCallParse *parse, EnvObservation *obs, FimiError *err) {
+  if (parse->text_len > 0 && push_message(ep, parse->text, parse->text_len, err) != 0) return -1;
+  ToolResult r;
+  env_tool_call(ep->bank, parse->name, parse->arguments, &r);
+  if (!r.text) return fimi_fail(err, "env: out of memory running %s", parse->name);
+  char *rendered = NULL;
+  if (r.ok) {
+    cJSON *result = cJSON_Parse(r.text);
+    rendered = result ? toolcall_render_result(parse->name, result, err) : NULL;
+    if (!result) fimi_fail(err, "env: tool %s returned invalid JSON", parse->name);
+    cJSON_Delete(result);
+  } else {
+    rendered = toolcall_render_error(parse->name, r.text, err);
+  }
+  tool_result_free(&r);
+  if (set_obs(ep, rendered, err) != 0) return -1;
+  obs->kind = ENV_OBS_TOOL;
+  if (ep->bank->transferred_to_human) {
+    ep->done = 1;
+    ep->end = TASK_END_TRANSFER;
+  }
+  return push_turn(ep, ENV_TURN_TOOL, ep->obs, strlen(ep->obs), err);
+}
+
+static int step_message(EnvEpisode *ep, const char *text, size_t len, EnvObservation *obs, FimiError *err) {
+  if (push_message(ep, text, len, err) != 0) return -1;
+  UserSimReply reply;
+  user_sim_reply(&ep->sim, ep->messages[ep->num_messages - 1], goal_met(ep),
+                 (const char *const *)ep->confirm_values, &reply);
+  if (reply.confirmed) ep->bank->confirmation_given = 1;
+  if (reply.end != TASK_END_NONE) {
+    ep->done = 1;
+    ep->end = reply.end;
+  }
+  size_t n = strlen(reply.text);
+  char *copy = fimi_malloc(n + 1, err);
+  if (!copy) return -1;
+  memcpy(copy, reply.text, n + 1);
+  set_obs(ep, copy, err);
+  obs->kind = ENV_OBS_CUSTOMER;
+  return push_turn(ep, ENV_TURN_CUSTOMER, ep->obs, n, err);
+}
+
+int env_step(EnvEpisode *ep, const char *turn, size_t len, EnvObservation *obs, FimiError *err) {
+  memset(obs, 0, sizeof *obs);
+  if (ep->done) return fimi_fail(err, "env_step: the episode has ended (%s)", task_end_name(ep->end));
+  ep->turns_used++;
+  ToolCallParse parse;
+  ToolCallKind kind = toolcall_parse(turn ? turn : "", turn ? len : 0, &parse);
+  // The raw turn is recorded as sent (capped by the parser's limit).
+  size_t keep = len > TOOLCALL_MAX_TEXT_BYTES ? TOOLCALL_MAX_TEXT_BYTES : len;
+  int rc = push_turn(ep, kind == TOOLCALL_MESSAGE ? ENV_TURN_AGENT_MESSAGE : ENV_TURN_AGENT_CALL, turn ? turn : "",
+                     turn ? keep : 0, err);
+  if (rc == 0 && kind == TOOLCALL_TOOL_CALL) {
+    rc = step_tool_call(ep, &parse, obs, err);
+  } else if (rc == 0 && kind == TOOLCALL_MESSAGE) {
+    rc = step_message(ep, parse.text, parse.text_len, obs, err);
+  } else if (rc == 0) {
+    char *rendered = toolcall_render_error(parse.name[0] ? parse.name : NULL, parse.message, err);
+    rc = set_obs(ep, rendered, err);
+    obs->kind = ENV_OBS_TOOL;
+    if (rc == 0) rc = push_turn(ep, ENV_TURN_TOOL, ep->obs, strlen(ep->obs), err);
+  }
+  toolcall_parse_free(&parse);
+  if (rc != 0) return -1;
+  if (!ep->done && ep->turns_used >= ep->task->max_turns) {
+    ep->done = 1;
+    ep->end = TASK_END_BUDGET;
+  }
+  obs->text = ep->obs;
+  obs->done = ep->done;
+  obs->end = ep->end;
+  return 0;
+}
+
+// ---- state digest ----------------------------------------------------------
+
+typedef struct Text_ {
+  char *data;
+  size_t len, cap;
+} Text_;
+
+// Appends printf-style text; returns 1 on failure (so callers can OR them).
+static int text_printf(Text_ *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return 1;
+  if (t->len + (size_t)n + 1 > t->cap) {
+    size_t cap = (t->len + (size_t)n + 1) * 2;
+    char *bigger = realloc(t->data, cap);
+    if (!bigger) return 1;
+    t->data = bigger;
+    t->cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(t->data + t->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  t->len += (size_t)n;
+  return 0;
+}
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+// One row's hash from its typed values (an SQL aggregate, so the values are
+// read inside SQLite's VM without a mutex-locked API call per column): the
+// type tag, then the int64/double bits or the text/blob bytes and length.
+static uint64_t row_hash(int argc, sqlite3_value **argv) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int i = 0; i < argc; i++) {
+    int type = sqlite3_value_type(argv[i]);
+    h = (h ^ (uint64_t)type) * 1099511628211ULL;
+    if (type == SQLITE_INTEGER) {
+      int64_t v = sqlite3_value_int64(argv[i]);
+      h = fnv_bytes(h, &v, sizeof v);
+    } else if (type == SQLITE_FLOAT) {
+      double v = sqlite3_value_double(argv[i]);
+      h = fnv_bytes(h, &v, sizeof v);
+    } else if (type != SQLITE_NULL) {
+      const void *bytes = type == SQLITE_TEXT ? (const void *)sqlite3_value_text(argv[i]) : sqlite3_value_blob(argv[i]);
+      int n = sqlite3_value_bytes(argv[i]);
+      h = fnv_bytes(h, &n, sizeof n);
+      if (bytes) h = fnv_bytes(h, bytes, (size_t)n);
+    }
+  }
+  return mix64(h);
+}
+
+static void row_sum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  uint64_t *sum = sqlite3_aggregate_context(ctx, sizeof *sum);
+  if (sum) *sum += row_hash(argc, argv);
+}
+
+static void row_sum_final(sqlite3_context *ctx) {
+  uint64_t *sum = sqlite3_aggregate_context(ctx, 0);
+  sqlite3_result_int64(ctx, sum ? (sqlite3_int64)*sum : 0);
+}
+
+// Registers the aggregate once per connection (re-registering would expire
+// the connection's cached statements).
+static int ensure_row_sum(sqlite3 *db) {
+  sqlite3_stmt *probe = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT fimi_row_sum(1)", -1, &probe, NULL) == SQLITE_OK) {
+    sqlite3_finalize(probe);
+    return 0;
+  }
+  sqlite3_finalize(probe);
+  return sqlite3_create_function_v2(db, "fimi_row_sum", -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, NULL,
+                                    row_sum_step, row_sum_final, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+// One statement over every table: "SELECT 'name', fimi_row_sum(c1, ...),
+// count(*) FROM "name" UNION ALL ..." in name order, built from the schema.
+static char *digest_sql(sqlite3 *db, FimiError *err) {
+  Text_ out = {0};
+  sqlite3_stmt *tables = NULL, *cols = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                                  " ORDER BY name", -1, &tables, NULL);
+  int bad = rc != SQLITE_OK;
+  while (!bad && sqlite3_step(tables) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(tables, 0);
+    bad |= text_printf(&out, "%sSELECT '%s', fimi_row_sum(", out.len ? " UNION ALL " : "", name);
+    bad |= sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info(?) ORDER BY cid", -1, &cols, NULL) != SQLITE_OK;
+    if (bad) break;
+    sqlite3_bind_text(cols, 1, name, -1, SQLITE_TRANSIENT);
+    for (int k = 0; sqlite3_step(cols) == SQLITE_ROW; k++)
+      bad |= text_printf(&out, "%s\"%s\"", k ? ", " : "", (const char *)sqlite3_column_text(cols, 0));
+    sqlite3_finalize(cols);
+    cols = NULL;
+    bad |= text_printf(&out, "), count(*) FROM \"%s\"", name);
+  }
+  sqlite3_finalize(tables);
+  if (bad || !out.data) {
+    free(out.data);
+    fimi_fail(err, "env: building the digest query: %s", sqlite3_errmsg(db));
+    return NULL;
+  }
+  return out.data;
+}
+
+// The canonical state of every table of the copy as one 64-bit value: per
+// table, the SUM of mixed row hashes (order-independent, so no ORDER BY and
+// no dependence on page layout or rowids) and the row count, chained over
+// the tables in name order. Reference tables are included: they are equal in
+// both copies unless something changed them, which should count.
+int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
+  // The schema is the same for every copy (bank_schema_sql): build the query once.
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char *sql = NULL;
+  pthread_mutex_lock(&lock);
+  if (!sql) sql = digest_sql(bank->db, err);
+  pthread_mutex_unlock(&lock);
+  if (!sql) return -1;
+  if (ensure_row_sum(bank->db) != 0) return fimi_fail(err, "env: registering the digest function");
+  sqlite3_stmt *stmt = bank_stmt_get(bank, sql);
+  if (!stmt) return fimi_fail(err, "env: digest query: %s", sqlite3_errmsg(bank->db));
+  uint64_t h = 1469598103934665603ULL;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(stmt, 0);
+    uint64_t sum = (uint64_t)sqlite3_column_int64(stmt, 1), count = (uint64_t)sqlite3_column_int64(stmt, 2);
+    h = fnv_bytes(h, name, strlen(name) + 1);
+    h = fnv_bytes(h, &sum, sizeof sum);
+    h = fnv_bytes(h, &count, sizeof count);
+  }
+  bank_stmt_put(bank, stmt);
+  if (rc != SQLITE_DONE) return fimi_fail(err, "env: digest query: %s", sqlite3_errmsg(bank->db));
+  *digest = h;
+  return 0;
+}
+
+// The gold state's digest: from the world's cache when this task was
+// scored before, else by replaying the gold chain on a fresh copy.
+static int gold_digest(EnvEpisode *ep, uint64_t *digest, FimiError *err) {
+  char *line = task_to_json_line(ep->task, err);
+  if (!line) return -1;
+  uint64_t key = mix64(fnv_bytes(1469598103934665603ULL, line, strlen(line)));
+  free(line);
+  GoldDigest *slot = &ep->world->gold[key % ENV_GOLD_CACHE];
+  if (slot->valid && slot->key == key) {
+    *digest = slot->digest;
+    return 0;
+  }
+  if (replay_gold(ep, ep->pool, digest, err) != 0) return -1;
+  *slot = (GoldDigest){key, *digest, 1};
+  return 0;
+}
+
+// The db check. Fast path: tools are deterministic functions of the state,
+// the arguments and the authenticated customer; reads never change the state
+// and failed writes roll back. So when the agent's successful writes are the
+// gold chain's writes (same names and argument texts, same order) for the
+// same customer, the final states are equal without looking. Otherwise the
+// states are compared by digest (env_state_digest), replaying the gold
+// chain again on a fresh copy.
+int env_episode_db_equal(EnvEpisode *ep, int allow_fast_path, int *equal, FimiError *err) {
+  const BankEpisode *b = ep->bank;
+  if (allow_fast_path) {
+    int k = 0, same = strcmp(b->customer_id, ep->gold_customer) == 0 || ep->num_gold_writes == 0;
+    for (int i = 0; i < b->num_calls && same; i++) {
+      const BankCall *c = &b->calls[i];
+      if (!c->ok || !env_tool_writes(env_tool_index(c->name))) continue;
+      same = k < ep->num_gold_writes && strcmp(c->name, ep->gold_writes[k].name) == 0 &&
+             strcmp(c->arguments, ep->gold_writes[k].arguments) == 0;
+      k++;
+    }
+    if (same && k == ep->num_gold_writes) {
+      *equal = 1;
+      return 0;
+    }
+  }
+  uint64_t gold = 0, agent = 0;
+  if (gold_digest(ep, &gold, err) != 0 || env_state_digest(ep->bank, &agent, err) != 0) return -1;
+  *equal = gold == agent;
+  return 0;
+}
+
+int env_score(EnvEpisode *ep, RewardBreakdown *out, FimiError *err) {
+  int equal = 0;
+  if (env_episode_db_equal(ep, 1, &equal, err) != 0) return -1;
+  RewardInput in = reward_input(ep, equal);
+  return reward_compute(&in, out, err);
+}
+
+const Task *env_episode_task(const EnvEpisode *ep) { return ep->task; }
+BankEpisode *env_episode_bank(EnvEpisode *ep) { return ep->bank; }
+int env_episode_turns_used(const EnvEpisode *ep) { return ep->turns_used; }
+int env_episode_num_turns(const EnvEpisode *ep) { return ep->num_turns; }
+const EnvTurn *env_episode_turn(const EnvEpisode *ep, int i) {
+  return i >= 0 && i < ep->num_turns ? &ep->turns[i] : NULL;
+}
+const cJSON *env_episode_gold_results(const EnvEpisode *ep) { return ep->gold_results; }
+int env_episode_num_values(const EnvEpisode *ep) { return ep->task->num_communicate; }
+const char *env_episode_value(const EnvEpisode *ep, int i) {
+  return i >= 0 && i < ep->task->num_communicate ? ep->values[i] : NULL;
+}
+const char *env_episode_confirm_value(const EnvEpisode *ep, int i) {
+  return i >= 0 && i < ep->task->num_confirms ? ep->confirm_values[i] : NULL;
+}

@@ -1,0 +1,205 @@
+// env/families_b_insurance.c: task families of the "insurance" use case
+// (second set): the status of a claim, filing a claim and reading its
+// status, an incident outside the policy period and a claim on a lapsed
+// policy (both refused), and a delayed claim escalated to a human (TRANSFER
+// ending). Fixtures put the policy or claim into the state the
+// story needs; the generator reads the seeded policy it builds on.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env/families_b.h"
+
+static const char *const PERSONAS[] = {
+    "policyholder worried about a hospital bill", "car owner after a minor accident",
+    "elderly customer whose son usually handles insurance", "homeowner after monsoon damage",
+    "busy professional who wants it sorted in one call"};
+#define NP ((int)(sizeof PERSONAS / sizeof PERSONAS[0]))
+
+// An active policy. Columns: customer, policy, type, sum assured (paise),
+// start date, end date.
+#define SQL_POLICY                                                                                           \
+  "SELECT customer_id, policy_id, policy_type, sum_assured_paise, start_date, end_date FROM insurance_policies" \
+  " WHERE status = 'active' ORDER BY policy_id"
+
+// ---- claim_status_check (happy): where is my claim? ------------------------------
+static int gen_claim_status_check(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fb_rng(&rng, "claim_status_check", seed);
+  char c[6][TASK_GEN_COL_MAX], sql[512], claim[32];
+  FB_TRY(fb_pick(ctx, &rng, SQL_POLICY, 6, c, err));
+  static const char *const states[] = {"registered", "under_review", "approved", "settled", "rejected"};
+  const char *state = fb_choose(&rng, states, 5);
+  snprintf(claim, sizeof claim, "CLM8%05d", (int)task_gen_range(&rng, 0, 99999));
+  int64_t amount = task_gen_range(&rng, 2, 60) * 1000;
+  // A claim filed a few days ago (ids CLM8xxxxx never collide with counter ids).
+  snprintf(sql, sizeof sql,
+           "INSERT INTO insurance_claims VALUES ('%s', '%s', '%s', %lld, max(date((SELECT today FROM clock),"
+           " '-12 days'), '%.10s'), date((SELECT today FROM clock), '-%d days'), 'Claim raised at the branch', '%s')",
+           claim, c[1], c[0], (long long)amount * 100, c[4], (int)task_gen_range(&rng, 1, 10), state);
+  FB_TRY(task_add_fixture(t, sql, err));
+  fb_style(t, &rng);
+  FB_TRY(fb_open(t, &rng, PERSONAS, NP, err, "What is the status of my insurance claim %s?",
+                 "Mera insurance claim %s kahan tak pahuncha?", "claim %s status?", claim));
+  FB_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fb_gold(t, err, "get_claim_status", "claim_id", 0, "{\"claim_id\":\"%s\"}", claim);
+  FB_TRY(s);
+  FB_TRY(task_add_communicate(t, "claim status", s, "status", err));
+  FB_TRY(task_add_communicate(t, "claim amount", s, "claim_amount", err));
+  FB_TRY(fb_assert(t, err, "The agent does not file a new claim.", TASK_RULE_NOT_CALLED, "file_insurance_claim", NULL));
+  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  return 0;
+}
+
+// ---- claim_outside_period (edge): the incident predates the policy -----------------
+static int gen_claim_outside_period(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fb_rng(&rng, "claim_outside_period", seed);
+  char c[6][TASK_GEN_COL_MAX], sql[160], date[1][TASK_GEN_COL_MAX];
+  FB_TRY(fb_pick(ctx, &rng, SQL_POLICY, 6, c, err));
+  snprintf(sql, sizeof sql, "SELECT date('%.10s', '-%d days')", c[4], (int)task_gen_range(&rng, 3, 60));
+  FB_TRY(task_gen_first(ctx, sql, NULL, 1, date, err));
+  fb_style(t, &rng);
+  FB_TRY(fb_open(t, &rng, PERSONAS, NP, err, "I want to claim on my %s policy for something that happened on %s.",
+                 "%s policy pe claim karna hai, %s ko hua tha.", "claim %s policy. incident %s", c[2], date[0]));
+  FB_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FB_TRY(fb_field(t, err, "incident_date", date[0], "when", "date", "happen", NULL));
+  int s = fb_gold(t, err, "list_insurance_policies", "", 0, "{}");
+  FB_TRY(s);
+  FB_TRY(task_add_communicate(t, "policy start date", s, "policies.0.start_date", err));
+  FB_TRY(fb_assert(t, err, "The agent does not file a claim for an incident before the policy started.",
+                   TASK_RULE_NOT_CALLED, "file_insurance_claim", NULL));
+  FB_TRY(fb_assert(t, err, "The agent explains that the incident is outside the policy period.",
+                   TASK_RULE_MENTIONS_ANY, "policy period", NULL));
+  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  return 0;
+}
+
+// A date inside the policy period and before today (the image's clock):
+// between 1 and 25 days ago, never before the start.
+static int incident_date(const TaskGenContext *ctx, Rng *rng, const char *start, char out[TASK_GEN_COL_MAX],
+                         FimiError *err) {
+  char sql[256], row[1][TASK_GEN_COL_MAX];
+  int back = (int)task_gen_range(rng, 1, 25);
+  snprintf(sql, sizeof sql, "SELECT max(date((SELECT today FROM clock), '-%d days'), '%.10s')", back, start);
+  FB_TRY(task_gen_first(ctx, sql, NULL, 1, row, err));
+  snprintf(out, TASK_GEN_COL_MAX, "%s", row[0]);
+  return 0;
+}
+
+static const char *const INCIDENTS[][2] = {{"health", "hospitalisation for dengue"},
+                                           {"life", "hospitalisation after a fall"},
+                                           {"motor", "rear bumper damaged in a collision"},
+                                           {"home", "water damage to the kitchen in heavy rain"}};
+static const char *incident_text(const char *type) {
+  for (int i = 0; i < 4; i++)
+    if (strcmp(INCIDENTS[i][0], type) == 0) return INCIDENTS[i][1];
+  return "an incident covered by the policy";
+}
+
+// ---- claim_file (seq, 4 steps): list policies, file the claim, read status -----
+static int gen_claim_file(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fb_rng(&rng, "claim_file", seed);
+  char c[6][TASK_GEN_COL_MAX], date[TASK_GEN_COL_MAX];
+  FB_TRY(fb_pick(ctx, &rng, SQL_POLICY, 6, c, err));
+  FB_TRY(incident_date(ctx, &rng, c[4], date, err));
+  int64_t cap = atoll(c[3]) / 100 / 2;
+  int64_t amount = task_gen_range(&rng, 1, cap / 1000 > 1 ? cap / 1000 : 1) * 1000;
+  char amount_text[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  const char *what = incident_text(c[2]);
+  fb_style(t, &rng);
+  FB_TRY(fb_open(t, &rng, PERSONAS, NP, err, "I need to make a claim on my %s policy: %s.",
+                 "Meri %s policy pe claim karna hai: %s.", "claim. %s policy. %s", c[2], what));
+  FB_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FB_TRY(fb_field(t, err, "incident_date", date, "when", "date", "happen", NULL));
+  FB_TRY(fb_field(t, err, "claim_amount", amount_text, "how much", "amount", NULL));
+  FB_TRY(fb_gold(t, err, "list_insurance_policies", "", 0, "{}"));
+  int s = fb_gold(t, err, "file_insurance_claim", "policy_id,claim_amount,incident_date", 0,
+                  "{\"policy_id\":\"%s\",\"claim_amount\":%lld,\"incident_date\":\"%s\",\"description\":\"%s\"}", c[1],
+                  (long long)amount, date, what);
+  FB_TRY(s);
+  char claim[TASK_GEN_COL_MAX];
+  FB_TRY(fb_replay_text(ctx, t, s, "claim_id", claim, sizeof claim, err));
+  int st = fb_gold(t, err, "get_claim_status", "claim_id", 0, "{\"claim_id\":\"%s\"}", claim);
+  FB_TRY(st);
+  FB_TRY(task_add_communicate(t, "claim_id", s, "claim_id", err));
+  FB_TRY(task_add_communicate(t, "claim status", st, "status", err));
+  FB_TRY(fb_assert(t, err, "The agent files the claim.", TASK_RULE_CALLED, "file_insurance_claim", NULL));
+  // No db check: a gold write carries free text (a description or reason)
+  // that an agent words its own way, and the state digest compares it.
+  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  return 0;
+}
+
+// ---- claim_lapsed_policy (edge): the policy lapsed, no claim ---------------------
+static int gen_claim_lapsed_policy(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fb_rng(&rng, "claim_lapsed_policy", seed);
+  char c[6][TASK_GEN_COL_MAX], sql[256];
+  FB_TRY(fb_pick(ctx, &rng, SQL_POLICY, 6, c, err));
+  snprintf(sql, sizeof sql, "UPDATE insurance_policies SET status = 'lapsed' WHERE policy_id = '%s'", c[1]);
+  FB_TRY(task_add_fixture(t, sql, err));
+  fb_style(t, &rng);
+  FB_TRY(fb_open(t, &rng, PERSONAS, NP, err, "I want to claim on my %s policy for %s.",
+                 "%s policy pe claim dalna hai, %s hua tha.", "claim %s policy. %s", c[2], incident_text(c[2])));
+  FB_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fb_gold(t, err, "list_insurance_policies", "", 0, "{}");
+  FB_TRY(s);
+  FB_TRY(task_add_communicate(t, "policy status", s, "policies.0.status", err));
+  FB_TRY(fb_assert(t, err, "The agent does not file a claim on a lapsed policy.", TASK_RULE_NOT_CALLED,
+                   "file_insurance_claim", NULL));
+  FB_TRY(fb_assert(t, err, "The agent explains that the policy has lapsed.", TASK_RULE_MENTIONS_ANY, "lapsed", NULL));
+  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  return 0;
+}
+
+// ---- claim_escalate (seq, TRANSFER): a stuck claim goes to a human ---------------
+static int gen_claim_escalate(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fb_rng(&rng, "claim_escalate", seed);
+  char c[6][TASK_GEN_COL_MAX], sql[512], claim[32];
+  // The policy must have run for 50 days so the incident and filing dates fall inside it.
+  FB_TRY(fb_pick(ctx, &rng,
+                 "SELECT customer_id, policy_id, policy_type, sum_assured_paise, start_date, end_date"
+                 " FROM insurance_policies WHERE status = 'active'"
+                 " AND start_date <= date((SELECT today FROM clock), '-50 days') ORDER BY policy_id",
+                 6, c, err));
+  // A claim filed weeks ago and still under review (ids of the form CLM9xxxxx
+  // never collide with counter ids CLM001001...).
+  snprintf(claim, sizeof claim, "CLM9%05d", (int)task_gen_range(&rng, 0, 99999));
+  int64_t amount = task_gen_range(&rng, 5, 50) * 1000;
+  snprintf(sql, sizeof sql,
+           "INSERT INTO insurance_claims VALUES ('%s', '%s', '%s', %lld, date((SELECT today FROM clock),"
+           " '-45 days'), date((SELECT today FROM clock), '-40 days'), '%s', 'under_review')",
+           claim, c[1], c[0], (long long)amount * 100, incident_text(c[2]));
+  FB_TRY(task_add_fixture(t, sql, err));
+  fb_style(t, &rng);
+  FB_TRY(fb_open(t, &rng, PERSONAS, NP, err,
+                 "My claim %s has been pending for over a month. I want to speak to a person about it.",
+                 "Mera claim %s ek mahine se pending hai. Kisi insaan se baat karwao.",
+                 "claim %s stuck 40 days. human pls", claim));
+  FB_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fb_gold(t, err, "get_claim_status", "claim_id", 0, "{\"claim_id\":\"%s\"}", claim);
+  FB_TRY(s);
+  FB_TRY(fb_gold(t, err, "transfer_to_human_agent", "", 0,
+                 "{\"reason\":\"Insurance claim %s under review for 40 days; customer asks for a person\"}", claim));
+  FB_TRY(task_add_communicate(t, "claim status", s, "status", err));
+  FB_TRY(fb_assert(t, err, "The agent checks the claim before handing over.", TASK_RULE_CALLED_BEFORE,
+                   "get_claim_status", "transfer_to_human_agent", NULL));
+  FB_TRY(fb_assert(t, err, "The conversation ends with a hand-off to a human.", TASK_RULE_END_IS, "transfer", NULL));
+  t->expected_end = TASK_END_TRANSFER;
+  // No db check: a gold write carries free text (a description or reason)
+  // that an agent words its own way, and the state digest compares it.
+  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  return 0;
+}
+
+#define FAMILY(var, name, kind, summary) \
+  const TaskFamily var = {#name, TASK_USE_INSURANCE, kind, summary, gen_##name};
+FAMILY(fb_claim_status_check, claim_status_check, TASK_KIND_HAPPY, "status of an existing claim (read-only)")
+FAMILY(fb_claim_outside_period, claim_outside_period, TASK_KIND_EDGE, "incident before the policy start: refuse")
+FAMILY(fb_claim_file, claim_file, TASK_KIND_SEQ, "list policies, file a claim, read its status")
+FAMILY(fb_claim_lapsed_policy, claim_lapsed_policy, TASK_KIND_EDGE, "claim on a lapsed policy: refuse")
+FAMILY(fb_claim_escalate, claim_escalate, TASK_KIND_SEQ, "stuck claim: status, hand-off to a human (TRANSFER)")

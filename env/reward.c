@@ -1,0 +1,244 @@
+// env/reward.c: the four-check reward (DESIGN.md section 6): sequence
+// (set-based matching and LCS), database equality, communicated values and
+// the deterministic judge, combined over the task's declared checks.
+// Defines what env/reward.h declares.
+#include "env/reward.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int reward_contains(const char *hay, const char *needle) {
+  if (!hay || !needle) return 0;
+  size_t n = strlen(needle);
+  if (n == 0) return 1;
+  for (const char *p = hay; *p; p++) {
+    size_t k = 0;
+    while (k < n && p[k] && tolower((unsigned char)p[k]) == tolower((unsigned char)needle[k])) k++;
+    if (k == n) return 1;
+  }
+  return 0;
+}
+
+// A string that is entirely a finite number (the agent wrote "5000" where
+// the gold has 5000): compared as a number.
+static int string_number(const char *s, double *out) {
+  if (!s || !*s) return 0;
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (*end || !isfinite(v)) return 0;
+  *out = v;
+  return 1;
+}
+
+static int numbers_equal(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(1.0, fmax(fabs(a), fabs(b))); }
+
+static int values_equal(const cJSON *gold, const cJSON *agent) {
+  if (!gold || !agent) return 0;
+  double g = 0, a = 0;
+  if (cJSON_IsNumber(gold) || cJSON_IsNumber(agent)) {
+    int gn = cJSON_IsNumber(gold) ? (g = gold->valuedouble, 1) : string_number(cJSON_GetStringValue(gold), &g);
+    int an = cJSON_IsNumber(agent) ? (a = agent->valuedouble, 1) : string_number(cJSON_GetStringValue(agent), &a);
+    return gn && an && numbers_equal(g, a);
+  }
+  if (cJSON_IsString(gold)) return cJSON_IsString(agent) && strcmp(gold->valuestring, agent->valuestring) == 0;
+  if (cJSON_IsBool(gold)) return cJSON_IsBool(agent) && cJSON_IsTrue(gold) == cJSON_IsTrue(agent);
+  if (cJSON_IsNull(gold)) return cJSON_IsNull(agent);
+  if (cJSON_IsArray(gold)) {
+    if (!cJSON_IsArray(agent) || cJSON_GetArraySize(gold) != cJSON_GetArraySize(agent)) return 0;
+    for (const cJSON *x = gold->child, *y = agent->child; x && y; x = x->next, y = y->next)
+      if (!values_equal(x, y)) return 0;
+    return 1;
+  }
+  if (cJSON_IsObject(gold)) {
+    if (!cJSON_IsObject(agent) || cJSON_GetArraySize(gold) != cJSON_GetArraySize(agent)) return 0;
+    for (const cJSON *x = gold->child; x; x = x->next)
+      if (!values_equal(x, cJSON_GetObjectItemCaseSensitive(agent, x->string))) return 0;
+    return 1;
+  }
+  return 0;
+}
+
+static int call_matches_parsed(const TaskAction *gold, const char *name, const cJSON *args) {
+  if (!name || strcmp(gold->name, name) != 0) return 0;
+  for (int k = 0; k < gold->num_relevant; k++) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(gold->arguments, gold->relevant[k]);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(args, gold->relevant[k]);
+    if (!values_equal(g, a)) return 0;
+  }
+  return 1;
+}
+
+int reward_call_matches(const TaskAction *gold, const char *name, const char *arguments_json) {
+  cJSON *args = cJSON_Parse(arguments_json ? arguments_json : "{}");
+  int m = call_matches_parsed(gold, name, args);
+  cJSON_Delete(args);
+  return m;
+}
+
+// Kuhn's augmenting path for the maximum matching of gold steps to calls.
+static int augment(int g, int num_calls, const unsigned char *match, int num_gold, int *call_owner,
+                   unsigned char *visited) {
+  for (int c = 0; c < num_calls; c++) {
+    if (!match[c * num_gold + g] || visited[c]) continue;
+    visited[c] = 1;
+    if (call_owner[c] < 0 || augment(call_owner[c], num_calls, match, num_gold, call_owner, visited)) {
+      call_owner[c] = g;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int lcs_length(const unsigned char *match, int n, int m, int *row_prev, int *row_cur) {
+  for (int j = 0; j <= m; j++) row_prev[j] = 0;
+  for (int i = 1; i <= n; i++) {
+    row_cur[0] = 0;
+    for (int j = 1; j <= m; j++) {
+      int best = row_prev[j] > row_cur[j - 1] ? row_prev[j] : row_cur[j - 1];
+      if (match[(i - 1) * m + (j - 1)] && row_prev[j - 1] + 1 > best) best = row_prev[j - 1] + 1;
+      row_cur[j] = best;
+    }
+    int *tmp = row_prev;
+    row_prev = row_cur;
+    row_cur = tmp;
+  }
+  return row_prev[m];
+}
+
+// Fills matched (maximum matching) and lcs over the successful calls.
+static int sequence_scores(const RewardInput *in, int *matched, int *lcs, FimiError *err) {
+  const Task *t = in->task;
+  int n = 0, m = t->num_gold;
+  *matched = *lcs = 0;
+  if (m == 0) return 0;
+  int *ok_index = malloc(sizeof(int) * (size_t)(in->num_calls + 1));
+  unsigned char *match = calloc((size_t)(in->num_calls + 1) * (size_t)m, 1);
+  int *owner = malloc(sizeof(int) * (size_t)(in->num_calls + 1));
+  unsigned char *visited = malloc((size_t)in->num_calls + 1);
+  int *rows = malloc(sizeof(int) * 2 * (size_t)(m + 1));
+  if (!ok_index || !match || !owner || !visited || !rows) {
+    free(ok_index), free(match), free(owner), free(visited), free(rows);
+    return fimi_fail(err, "reward: out of memory");
+  }
+  for (int c = 0; c < in->num_calls; c++) {
+    if (!in->calls[c].ok) continue;
+    cJSON *args = cJSON_Parse(in->calls[c].arguments ? in->calls[c].arguments : "{}");
+    for (int g = 0; g < m; g++) match[n * m + g] = (unsigned char)call_matches_parsed(&t->gold[g], in->calls[c].name, args);
+    cJSON_Delete(args);
+    ok_index[n++] = c;
+  }
+  for (int c = 0; c < n; c++) owner[c] = -1;
+  for (int g = 0; g < m; g++) {
+    memset(visited, 0, (size_t)n + 1);
+    *matched += augment(g, n, match, m, owner, visited);
+  }
+  *lcs = lcs_length(match, n, m, rows, rows + m + 1);
+  free(ok_index), free(match), free(owner), free(visited), free(rows);
+  return 0;
+}
+
+static int any_message_contains(const RewardInput *in, const char *word) {
+  for (int i = 0; i < in->num_messages; i++)
+    if (reward_contains(in->messages[i], word)) return 1;
+  return 0;
+}
+
+static int first_ok_call(const RewardInput *in, const char *name) {
+  for (int i = 0; i < in->num_calls; i++)
+    if (in->calls[i].ok && in->calls[i].name && strcmp(in->calls[i].name, name) == 0) return i;
+  return -1;
+}
+
+int reward_rule_met(const TaskAssertion *a, const RewardInput *in) {
+  switch (a->rule) {
+    case TASK_RULE_MENTIONS_ANY:
+      for (int k = 0; k < a->num_args; k++)
+        if (any_message_contains(in, a->args[k])) return 1;
+      return 0;
+    case TASK_RULE_MENTIONS_NONE:
+      for (int k = 0; k < a->num_args; k++)
+        if (any_message_contains(in, a->args[k])) return 0;
+      return 1;
+    case TASK_RULE_CALLED: return first_ok_call(in, a->args[0]) >= 0;
+    case TASK_RULE_NOT_CALLED: return first_ok_call(in, a->args[0]) < 0;
+    case TASK_RULE_CALLED_BEFORE: {
+      int first_a = first_ok_call(in, a->args[0]), first_b = first_ok_call(in, a->args[1]);
+      return first_a >= 0 && (first_b < 0 || first_a < first_b);
+    }
+    case TASK_RULE_END_IS: return task_end_from_name(a->args[0]) == (int)in->end;
+    default: return 0;
+  }
+}
+
+static int value_said(const RewardInput *in, const char *value) {
+  for (int i = 0; value && i < in->num_messages; i++)
+    if (in->messages[i] && strstr(in->messages[i], value)) return 1;
+  return 0;
+}
+
+int reward_compute(const RewardInput *in, RewardBreakdown *out, FimiError *err) {
+  const Task *t = in->task;
+  memset(out, 0, sizeof *out);
+  out->checks = t->checks;
+  out->end = in->end;
+  out->turns = in->turns;
+  out->num_gold = t->num_gold;
+  if (sequence_scores(in, &out->matched, &out->lcs, err) != 0) return -1;
+  out->seq = t->num_gold ? (double)out->matched / t->num_gold : 1.0;
+  out->seq_frac = t->num_gold ? (double)out->lcs / t->num_gold : 1.0;
+  out->seq_strict = out->lcs == t->num_gold ? out->seq : 0.0;
+  out->db = in->db_equal ? 1.0 : 0.0;
+  out->num_values = in->num_values;
+  for (int i = 0; i < in->num_values; i++) out->values_said += value_said(in, in->values[i]);
+  out->comm = in->num_values ? (double)out->values_said / in->num_values : 1.0;
+  out->num_assertions = t->num_assertions;
+  for (int i = 0; i < t->num_assertions; i++) out->assertions_met += reward_rule_met(&t->assertions[i], in);
+  out->judge = t->num_assertions ? (double)out->assertions_met / t->num_assertions : 1.0;
+  if ((t->checks & TASK_CHECK_DB) && !in->db_equal) {
+    out->judge = 0.0;  // a failed write can never be rescued by the judge
+    out->db_failed_judge_zeroed = 1;
+  }
+  const double w[4] = {REWARD_W_SEQ, REWARD_W_DB, REWARD_W_COMM, REWARD_W_JUDGE};
+  const double r[4] = {out->seq, out->db, out->comm, out->judge};
+  double num = 0, num_strict = 0, den = 0;
+  for (int k = 0; k < 4; k++) {
+    if (!(t->checks & (1 << k))) continue;
+    num += w[k] * r[k];
+    num_strict += w[k] * (k == 0 ? out->seq_strict : r[k]);
+    den += w[k];
+  }
+  if (den <= 0) return fimi_fail(err, "reward: task %s declares no checks", t->id ? t->id : "?");
+  out->total = num / den;
+  out->strict_total = num_strict / den;
+  return 0;
+}
+
+cJSON *reward_to_json(const RewardBreakdown *r) {
+  cJSON *j = cJSON_CreateObject();
+  if (!j) return NULL;
+  cJSON *checks = cJSON_AddArrayToObject(j, "checks");
+  const char *names[4] = {"seq", "db", "comm", "judge"};
+  for (int k = 0; k < 4; k++)
+    if (r->checks & (1 << k)) cJSON_AddItemToArray(checks, cJSON_CreateString(names[k]));
+  cJSON_AddNumberToObject(j, "total", r->total);
+  cJSON_AddNumberToObject(j, "strict_total", r->strict_total);
+  cJSON_AddNumberToObject(j, "seq", r->seq);
+  cJSON_AddNumberToObject(j, "seq_frac", r->seq_frac);
+  cJSON_AddNumberToObject(j, "seq_strict", r->seq_strict);
+  cJSON_AddNumberToObject(j, "db", r->db);
+  cJSON_AddNumberToObject(j, "comm", r->comm);
+  cJSON_AddNumberToObject(j, "judge", r->judge);
+  cJSON_AddNumberToObject(j, "matched", r->matched);
+  cJSON_AddNumberToObject(j, "lcs", r->lcs);
+  cJSON_AddNumberToObject(j, "num_gold", r->num_gold);
+  cJSON_AddNumberToObject(j, "values_said", r->values_said);
+  cJSON_AddNumberToObject(j, "num_values", r->num_values);
+  cJSON_AddNumberToObject(j, "assertions_met", r->assertions_met);
+  cJSON_AddNumberToObject(j, "num_assertions", r->num_assertions);
+  cJSON_AddBoolToObject(j, "judge_zeroed_by_db", r->db_failed_judge_zeroed);
+  cJSON_AddStringToObject(j, "end", task_end_name(r->end));
+  cJSON_AddNumberToObject(j, "turns", r->turns);
+  return j;
+}

@@ -1,0 +1,64 @@
+// env/reward.h: the four-check reward of an episode (DESIGN.md section 6,
+// FiMI paper section 5.2; formulas and a worked example in
+// docs/environment.md). Defines RewardBreakdown, the weights, the pieces the
+// episode calls (sequence matching with LCS, the deterministic judge) and the
+// breakdown's JSON.
+#ifndef FIMI_ENV_REWARD_H
+#define FIMI_ENV_REWARD_H
+
+#include <cjson/cJSON.h>
+
+#include "core/error.h"
+#include "env/bank_db.h"
+#include "env/task.h"
+
+#define REWARD_W_SEQ 0.40
+#define REWARD_W_DB 0.25
+#define REWARD_W_COMM 0.15
+#define REWARD_W_JUDGE 0.20
+
+typedef struct RewardBreakdown {
+  int checks;         // TASK_CHECK_* declared by the task
+  double seq;         // gold actions matched (set-based, multiset) / |gold|
+  double seq_frac;    // |LCS(agent calls, gold)| / |gold|
+  double seq_strict;  // seq * [seq_frac == 1]
+  double db;          // 1 when the final state equals the gold-replayed state
+  double comm;        // share of required values said verbatim
+  double judge;       // share of assertions met (0 when db declared and failed)
+  double total;       // sum_{c in checks} w_c r_c / sum w_c
+  double strict_total;  // the same with seq_strict for seq
+  int matched, lcs, num_gold;      // counts behind seq and seq_frac
+  int values_said, num_values;     // counts behind comm
+  int assertions_met, num_assertions;
+  int db_failed_judge_zeroed;      // 1 when the judge was zeroed by a failed db check
+  TaskEnd end;                     // how the episode ended
+  int turns;                       // agent turns used
+} RewardBreakdown;
+
+// What the reward reads from an episode (filled by env_score).
+typedef struct RewardInput {
+  const Task *task;
+  const BankCall *calls;  // the agent's tool calls in order (bank call log)
+  int num_calls;
+  const char *const *messages;  // the agent's messages (not tool calls)
+  int num_messages;
+  const char *const *values;  // resolved required values (task->communicate)
+  int num_values;
+  int db_equal;  // final digest == gold digest
+  TaskEnd end;
+  int turns;
+} RewardInput;
+
+// 1 when an agent call (name + JSON arguments text) matches gold action g:
+// same name and every relevant argument equal (numbers as numbers, strings
+// exactly, arrays/objects structurally).
+int reward_call_matches(const TaskAction *gold, const char *name, const char *arguments_json);
+// Computes the breakdown. Only successful agent calls count for seq.
+int reward_compute(const RewardInput *in, RewardBreakdown *out, FimiError *err);
+// Checks one assertion's rubric rule against the trajectory (1 met, 0 not).
+int reward_rule_met(const TaskAssertion *a, const RewardInput *in);
+// Case-insensitive substring search.
+int reward_contains(const char *haystack, const char *needle);
+cJSON *reward_to_json(const RewardBreakdown *r);
+
+#endif

@@ -1,0 +1,204 @@
+// env/user_sim.c: the rule-based simulated customer (env/user_sim.h). The
+// rules, in the order they are tried for each agent message:
+//   1. a hand-off ("transfer you to", "human agent", ...) ends with TRANSFER;
+//   2. a confirmation question gets yes (and `confirmed`) when a task confirm
+//      allows it and its value (if any) is quoted in the question, else no;
+//   3. a request for fields reveals the earliest unrevealed asked field (or
+//      repeats a revealed one); asking only for what the customer does not
+//      hold gets "I don't have that" (never an invented value);
+//   4. if the episode layer says the goal is met, the customer ends with the
+//      task's expected end (STOP or OUT_OF_SCOPE);
+//   5. otherwise a nudge restating the request.
+// Phrasings come from templates per language style; the seed picks among them.
+#include "env/user_sim.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "env/reward.h"
+
+// Built-in synonyms by field name (the name with spaces always matches).
+static const char *const synonyms[][6] = {
+    {"customer_id", "customer id", "customer number", "cust id", "customer ID", NULL},
+    {"date_of_birth", "date of birth", "dob", "birth date", "birthday", NULL},
+    {"registered_mobile", "mobile", "phone", "registered number", "contact number", NULL},
+    {"account_number", "account number", "account no", "account id", "a/c", NULL},
+    {"amount", "amount", "how much", "kitna", NULL, NULL},
+    {"tenure", "tenure", "how long", "duration", "period", NULL},
+};
+
+static const char *const request_cues[] = {"?", "please share", "please provide", "please tell", "please give",
+                                           "could you", "can you", "may i have", "batayein", "bataiye", "bataye",
+                                           "share your", "provide your", "need your", NULL};
+static const char *const confirm_cues[] = {"do you confirm", "shall i proceed", "should i proceed", "can i proceed",
+                                           "may i proceed", "do you agree", "go ahead?", "proceed?", "confirm karein",
+                                           "confirm karte", NULL};
+static const char *const handoff_cues[] = {"transfer you to", "transferring you", "connect you to", "connecting you",
+                                           "human agent", "hand you over", NULL};
+
+static int contains_any(const char *text, const char *const *cues) {
+  for (int i = 0; cues[i]; i++)
+    if (reward_contains(text, cues[i])) return 1;
+  return 0;
+}
+
+int user_sim_asks_confirmation(const char *m) { return contains_any(m, confirm_cues); }
+int user_sim_is_handoff(const char *m) { return contains_any(m, handoff_cues); }
+
+static void label_of(const char *name, char *out, size_t size) {
+  size_t i = 0;
+  for (; name[i] && i + 1 < size; i++) out[i] = name[i] == '_' ? ' ' : name[i];
+  out[i] = 0;
+}
+
+int user_sim_asks_for(const Task *task, int index, const char *m) {
+  if (index < 0 || index >= task->num_fields || !contains_any(m, request_cues)) return 0;
+  const TaskField *f = &task->fields[index];
+  char label[128];
+  label_of(f->name, label, sizeof label);
+  if (reward_contains(m, label) || reward_contains(m, f->name)) return 1;
+  for (int k = 0; k < f->num_keywords; k++)
+    if (reward_contains(m, f->keywords[k])) return 1;
+  for (size_t s = 0; s < sizeof synonyms / sizeof synonyms[0]; s++) {
+    if (strcmp(synonyms[s][0], f->name) != 0) continue;
+    for (int k = 1; k < 6 && synonyms[s][k]; k++)
+      if (reward_contains(m, synonyms[s][k])) return 1;
+  }
+  return 0;
+}
+
+static int pick(UserSim *sim, int n) { return (int)(rng_next_u64(&sim->rng) % (uint64_t)n); }
+
+static void say(UserSim *sim, const char *const variants[TASK_STYLE_COUNT][2], const char *arg1, const char *arg2) {
+  const char *fmt = variants[sim->task->style][pick(sim, 2)];
+  snprintf(sim->reply, sizeof sim->reply, fmt, arg1 ? arg1 : "", arg2 ? arg2 : "");
+}
+
+void user_sim_open(UserSim *sim, const Task *task, uint64_t seed, const char **opening) {
+  static const char *const hello[TASK_STYLE_COUNT][2] = {
+      {"Hello. %s", "Hi, good morning. %s"},
+      {"Namaste ji. %s", "Hello ji, %s"},
+      {"%s", "hi.. %s"},
+  };
+  memset(sim, 0, sizeof *sim);
+  sim->task = task;
+  rng_seed(&sim->rng, seed ^ 0x5eedc0ffee123457ULL);
+  say(sim, hello, task->reason, NULL);
+  *opening = sim->reply;
+}
+
+static void reveal(UserSim *sim, int index, UserSimReply *out) {
+  static const char *const tmpl[TASK_STYLE_COUNT][2] = {
+      {"My %s is %s.", "Sure, the %s is %s."},
+      {"Haan ji, mera %s %s hai.", "Ji, %s %s hai."},
+      {"%s %s", "%s: %s"},
+  };
+  const TaskField *f = &sim->task->fields[index];
+  char label[128];
+  label_of(f->name, label, sizeof label);
+  say(sim, tmpl, label, f->value);
+  if (!sim->revealed[index]) {
+    sim->revealed[index] = 1;
+    sim->num_revealed++;
+  }
+  out->revealed_field = index;
+}
+
+static int confirm_allowed(UserSim *sim, const char *m, const char *const *values) {
+  for (int k = 0; k < sim->task->num_confirms; k++) {
+    const char *v = values ? values[k] : NULL;
+    if (!v || !*v || strstr(m, v)) return 1;
+  }
+  return 0;
+}
+
+static void answer_confirmation(UserSim *sim, const char *m, const char *const *values, UserSimReply *out) {
+  static const char *const yes[TASK_STYLE_COUNT][2] = {
+      {"Yes, I confirm. Please go ahead.", "Yes, that's fine, please proceed."},
+      {"Haan ji, I confirm, aap proceed kijiye.", "Theek hai, confirm hai, kar dijiye."},
+      {"yes confirm. go ahead", "ok yes proceed"},
+  };
+  static const char *const no[TASK_STYLE_COUNT][2] = {
+      {"No, I do not agree to that.", "No, please don't do that."},
+      {"Nahi ji, mujhe yeh nahi chahiye.", "Nahi, rehne dijiye."},
+      {"no. dont", "no not ok"},
+  };
+  if (confirm_allowed(sim, m, values)) {
+    say(sim, yes, NULL, NULL);
+    sim->confirmations++;
+    out->confirmed = 1;
+  } else {
+    say(sim, no, NULL, NULL);
+    sim->declines++;
+    out->declined = 1;
+  }
+}
+
+// Rule 3: the earliest asked unrevealed field, else a repeat of an asked
+// revealed one; returns 0 when the message asks for no field of the task.
+static int answer_fields(UserSim *sim, const char *m, UserSimReply *out) {
+  int repeat = -1;
+  for (int i = 0; i < sim->task->num_fields; i++) {
+    if (!user_sim_asks_for(sim->task, i, m)) continue;
+    if (!sim->revealed[i]) {
+      reveal(sim, i, out);
+      return 1;
+    }
+    if (repeat < 0) repeat = i;
+  }
+  if (repeat >= 0) {
+    reveal(sim, repeat, out);
+    return 1;
+  }
+  return 0;
+}
+
+void user_sim_reply(UserSim *sim, const char *m, int goal_met, const char *const *confirm_values, UserSimReply *out) {
+  static const char *const bye[TASK_STYLE_COUNT][2] = {
+      {"Thank you, that's all I needed.", "Great, thanks for your help."},
+      {"Bahut dhanyavaad, bas itna hi chahiye tha.", "Theek hai ji, thank you."},
+      {"ok thx", "ok done thanks"},
+  };
+  static const char *const oos[TASK_STYLE_COUNT][2] = {
+      {"I understand, thank you anyway.", "Okay, I'll look elsewhere then. Thanks."},
+      {"Achha theek hai, samajh gaya. Thank you.", "Koi baat nahi ji, thank you."},
+      {"ok understood", "ok. bye"},
+  };
+  static const char *const waiting[TASK_STYLE_COUNT][2] = {
+      {"Okay, I will wait for the agent.", "Sure, please connect me."},
+      {"Theek hai, main wait karta hoon.", "Haan ji, connect kar dijiye."},
+      {"ok waiting", "ok connect"},
+  };
+  static const char *const unknown[TASK_STYLE_COUNT][2] = {
+      {"Sorry, I don't have that with me. %s", "I'm not sure about that. %s"},
+      {"Sorry ji, woh mere paas nahi hai. %s", "Pata nahi ji. %s"},
+      {"dont have that. %s", "no idea. %s"},
+  };
+  static const char *const nudge[TASK_STYLE_COUNT][2] = {
+      {"Is it done? %s", "Okay. Could you please help with my request? %s"},
+      {"Ho gaya kya? %s", "Achha, toh mera kaam ho jayega? %s"},
+      {"done?? %s", "so? %s"},
+  };
+  memset(out, 0, sizeof *out);
+  out->revealed_field = -1;
+  const char *text = m ? m : "";
+  if (user_sim_is_handoff(text)) {
+    say(sim, waiting, NULL, NULL);
+    out->end = TASK_END_TRANSFER;
+  } else if (user_sim_asks_confirmation(text)) {
+    answer_confirmation(sim, text, confirm_values, out);
+  } else if (answer_fields(sim, text, out)) {
+    // revealed
+  } else if (goal_met) {
+    TaskEnd end = sim->task->expected_end == TASK_END_OUT_OF_SCOPE ? TASK_END_OUT_OF_SCOPE : TASK_END_STOP;
+    say(sim, end == TASK_END_STOP ? bye : oos, NULL, NULL);
+    out->end = end;
+  } else if (contains_any(text, request_cues) && strchr(text, '?')) {
+    say(sim, unknown, sim->task->reason, NULL);
+  } else {
+    sim->nudges++;
+    say(sim, nudge, sim->task->reason, NULL);
+  }
+  out->text = sim->reply;
+}

@@ -1,0 +1,211 @@
+// tests/test_env_task.c: the task format (env/task.h, docs/tasks.md): a
+// builder-made task and one generated task of every registered family
+// survive JSON -> Task -> JSON unchanged; the strict reader rejects each kind
+// of malformed task naming the field (and the line in a JSONL file); JSON
+// paths and scalar texts resolve as documented; generation is deterministic.
+#include <stdlib.h>
+#include <string.h>
+
+#include "env/episode.h"
+#include "env/task.h"
+#include "env/task_family.h"
+#include "test_util.h"
+
+static int build_task(Task *t, FimiError *err) {
+  task_init(t);
+  const char *words[] = {"limit", "cap", NULL};
+  const char *tool[] = {"get_transfer_limits", NULL};
+  if (task_set(&t->id, err, "t-%d", 1) || task_set(&t->family, err, "hand_made") ||
+      task_set(&t->persona, err, "A tester") || task_set(&t->reason, err, "Kuch help chahiye \xe2\x82\xb9 please") ||
+      task_add_field(t, "customer_id", "NVC10001", err) || task_add_field(t, "amount", "5000", err) ||
+      task_add_field_keyword(t, "amount", "how much", err) || task_add_fixture(t, "UPDATE clock SET today = today", err) ||
+      task_set(&t->today, err, "2026-01-20") ||
+      task_add_gold(t, "get_transfer_limits", "{}", NULL, 0, err) < 0 ||
+      task_add_gold(t, "get_deposit_loan_rates", "{\"product_type\":\"fd\",\"x\":[1,2.5,{\"a\":null}]}",
+                    "product_type", 1, err) < 0 ||
+      task_add_communicate(t, "imps", 0, "imps_per_transaction_limit", err) ||
+      task_add_confirm(t, "nothing in particular", -1, NULL, err) ||
+      task_add_confirm(t, "the first rate", 1, "rates.0.rate_percent", err) ||
+      task_add_assertion(t, "mentions the limit", TASK_RULE_MENTIONS_ANY, words, err) ||
+      task_add_assertion(t, "checks limits", TASK_RULE_CALLED, tool, err))
+    return -1;
+  t->kind = TASK_KIND_EDGE;
+  t->use_case = TASK_USE_ACCOUNTS_KYC;
+  t->style = TASK_STYLE_HINGLISH;
+  t->image_seed = 7;
+  t->max_turns = 9;
+  t->expected_end = TASK_END_OUT_OF_SCOPE;
+  t->checks = TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE;
+  t->authenticated = NULL;
+  return 0;
+}
+
+static void test_round_trip_builder(void) {
+  FimiError err = {0};
+  Task t, back;
+  CHECK(build_task(&t, &err) == 0, "build: %s", err.message);
+  CHECK(task_validate(&t, &err) == 0, "validate: %s", err.message);
+  char *line = task_to_json_line(&t, &err);
+  CHECK(line != NULL, "to_json: %s", err.message);
+  cJSON *json = cJSON_Parse(line);
+  CHECK(task_from_json(json, &back, &err) == 0, "from_json: %s", err.message);
+  cJSON_Delete(json);
+  char *again = task_to_json_line(&back, &err);
+  CHECK(line && again && strcmp(line, again) == 0, "round trip changed the line:\n%s\n%s", line, again);
+  // Field by field, so a writer and reader that drop the same field both fail.
+  CHECK(back.kind == TASK_KIND_EDGE && back.use_case == TASK_USE_ACCOUNTS_KYC && back.style == TASK_STYLE_HINGLISH,
+        "enums");
+  CHECK(back.image_seed == 7 && back.max_turns == 9 && back.expected_end == TASK_END_OUT_OF_SCOPE, "numbers");
+  CHECK(back.checks == (TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE), "checks %d", back.checks);
+  CHECK(back.num_fields == 2 && strcmp(back.fields[1].value, "5000") == 0 && back.fields[1].num_keywords == 1, "fields");
+  CHECK(back.num_gold == 2 && back.gold[1].confirm == 1 && back.gold[1].num_relevant == 1, "gold");
+  CHECK(back.num_confirms == 2 && back.confirms[0].step == -1 && back.confirms[1].step == 1, "confirms");
+  CHECK(back.num_fixture == 1 && back.today && strcmp(back.today, "2026-01-20") == 0, "initial");
+  CHECK(strcmp(back.reason, t.reason) == 0, "utf-8 reason survives");
+  free(line);
+  free(again);
+  task_free(&t);
+  task_free(&back);
+}
+
+// Replaces the first occurrence of `from` in text (malloc'd result).
+static char *replace(const char *text, const char *from, const char *to) {
+  const char *at = strstr(text, from);
+  if (!at) return NULL;
+  size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+  char *out = malloc(n);
+  snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+  return out;
+}
+
+static void test_validation_errors(void) {
+  FimiError err = {0};
+  Task t;
+  CHECK(build_task(&t, &err) == 0, "build");
+  char *line = task_to_json_line(&t, &err);
+  task_free(&t);
+  struct {
+    const char *from, *to, *expect;
+  } cases[] = {
+      {"\"id\":\"t-1\"", "\"id\":\"t-1\",\"colour\":1", "unknown field 'colour'"},
+      {"\"id\":\"t-1\"", "\"id\":\"\"", "id: empty"},
+      {"\"id\":\"t-1\",", "", "id: missing"},
+      {"\"kind\":\"edge\"", "\"kind\":\"weird\"", "kind: unknown value"},
+      {"\"style\":\"hinglish\"", "\"style\":3", "style: missing or not a string"},
+      {"\"name\":\"get_transfer_limits\",\"arguments\"", "\"name\":\"get_transfer_limitz\",\"arguments\"",
+       "gold[0].name: unknown tool"},
+      {"\"relevant\":[\"product_type\"]", "\"relevant\":[\"tenure\"]", "gold[1].relevant[0]"},
+      {"\"arguments\":{}", "\"arguments\":[]", "gold[0].arguments"},
+      {"\"step\":0", "\"step\":5", "communicate[0].step"},
+      {"\"checks\":[\"seq\",\"comm\",\"judge\"]", "\"checks\":[]", "checks: must declare"},
+      {"\"checks\":[\"seq\",\"comm\",\"judge\"]", "\"checks\":[\"seq\",\"seq\"]", "given twice"},
+      {"\"checks\":[\"seq\",\"comm\",\"judge\"]", "\"checks\":[\"speed\"]", "checks[0]"},
+      {"\"max_turns\":9", "\"max_turns\":0", "max_turns"},
+      {"\"max_turns\":9", "\"max_turns\":2.5", "max_turns"},
+      {"\"today\":\"2026-01-20\"", "\"today\":\"2026-02-30\"", "initial.today"},
+      {"\"image_seed\":7", "\"image_seed\":-1", "initial.image_seed"},
+      {"\"confirm_mode\":\"conversation\"", "\"confirm_mode\":\"maybe\"", "initial.confirm_mode"},
+      {"\"rule\":\"called\"", "\"rule\":\"called_twice\"", "assertions[1].rule"},
+      {"\"args\":[\"get_transfer_limits\"]", "\"args\":[\"a\",\"b\"]", "assertions[1].args"},
+      {"\"expected_end\":\"out_of_scope\"", "\"expected_end\":\"budget\"", "expected_end"},
+      {"\"max_turns\":9", "\"max_turns\":9,\"max_turns\":10", "given twice"},
+      {"\"value\":\"5000\"", "\"value\":\"\"", "fields[1].value"},
+      {"\"name\":\"amount\"", "\"name\":\"customer_id\"", "appears twice"},
+      {"\"persona\":\"A tester\"", "\"persona\":\"bad \\u0001 byte\"", "persona"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *bad = replace(line, cases[i].from, cases[i].to);
+    CHECK(bad != NULL, "case %zu: pattern %s not in line", i, cases[i].from);
+    if (!bad) continue;
+    TaskList list;
+    fimi_error_clear(&err);
+    int rc = task_list_parse(bad, strlen(bad), "cases.jsonl", &list, &err);
+    CHECK(rc != 0, "case %zu (%s) was accepted", i, cases[i].expect);
+    CHECK(rc != 0 && strstr(err.message, cases[i].expect) && strstr(err.message, "cases.jsonl:1"),
+          "case %zu: message '%s' lacks '%s' or the line", i, err.message, cases[i].expect);
+    free(bad);
+  }
+  // Line numbers count blank lines; duplicate ids and broken JSON are caught.
+  size_t n = strlen(line) * 3 + 64;
+  char *file = malloc(n);
+  snprintf(file, n, "\n%s\n\n{not json\n", line);
+  TaskList list;
+  CHECK(task_list_parse(file, strlen(file), "f.jsonl", &list, &err) != 0 && strstr(err.message, "f.jsonl:4"),
+        "broken JSON on line 4: %s", err.message);
+  snprintf(file, n, "%s\n%s\n", line, line);
+  CHECK(task_list_parse(file, strlen(file), "f.jsonl", &list, &err) != 0 && strstr(err.message, "f.jsonl:2") &&
+            strstr(err.message, "earlier line"),
+        "duplicate id: %s", err.message);
+  snprintf(file, n, "%s\n\n", line);
+  CHECK(task_list_parse(file, strlen(file), "f.jsonl", &list, &err) == 0 && list.count == 1, "good file: %s",
+        err.message);
+  CHECK(task_list_find(&list, "t-1") != NULL && task_list_find(&list, "t-2") == NULL, "find");
+  task_list_free(&list);
+  CHECK(task_list_load("/nonexistent/tasks.jsonl", &list, &err) != 0 && strstr(err.message, "/nonexistent"),
+        "missing file: %s", err.message);
+  free(file);
+  free(line);
+}
+
+static void test_json_path(void) {
+  cJSON *j = cJSON_Parse("{\"a\":[{\"b\":12.5},{\"b\":\"x\"}],\"n\":500000,\"t\":true}");
+  char *s = task_json_scalar_text(task_json_path(j, "a.0.b"));
+  CHECK(s && strcmp(s, "12.5") == 0, "a.0.b = %s", s ? s : "NULL");
+  free(s);
+  s = task_json_scalar_text(task_json_path(j, "a.1.b"));
+  CHECK(s && strcmp(s, "x") == 0, "a.1.b");
+  free(s);
+  s = task_json_scalar_text(task_json_path(j, "n"));
+  CHECK(s && strcmp(s, "500000") == 0, "n = %s", s ? s : "NULL");
+  free(s);
+  CHECK(task_json_path(j, "a.2.b") == NULL && task_json_path(j, "a.x") == NULL && task_json_path(j, "n.z") == NULL,
+        "missing paths are NULL");
+  CHECK(task_json_scalar_text(task_json_path(j, "a")) == NULL, "an array is not a scalar");
+  cJSON_Delete(j);
+}
+
+// Every registered family: a generated task validates, round-trips, and the
+// same seed gives the same task (the registry is iterated, so families added
+// later are covered).
+static void test_families(void) {
+  FimiError err = {0};
+  TaskGenContext ctx;
+  CHECK(task_gen_context_init(&ctx, 1, &err) == 0, "context: %s", err.message);
+  CHECK(task_family_count() >= 8, "only %d families", task_family_count());
+  int kinds = 0, uses = 0;
+  for (int f = 0; f < task_family_count(); f++) {
+    const TaskFamily *fam = task_family_at(f);
+    CHECK(task_family_find(fam->name) == fam, "find %s", fam->name);
+    for (int g = 0; g < f; g++) CHECK(strcmp(task_family_at(g)->name, fam->name) != 0, "duplicate %s", fam->name);
+    kinds |= 1 << fam->kind;
+    uses |= 1 << fam->use_case;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+      Task a, b, c;
+      if (task_generate(&ctx, fam, seed, &a, &err) != 0) {
+        CHECK(0, "generate %s/%llu: %s", fam->name, (unsigned long long)seed, err.message);
+        continue;
+      }
+      CHECK(task_generate(&ctx, fam, seed, &b, &err) == 0, "generate again");
+      char *la = task_to_json_line(&a, &err), *lb = task_to_json_line(&b, &err);
+      CHECK(la && lb && strcmp(la, lb) == 0, "%s: same seed, different task", fam->name);
+      CHECK(task_copy(&a, &c, &err) == 0, "copy %s: %s", fam->name, err.message);
+      char *lc = task_to_json_line(&c, &err);
+      CHECK(la && lc && strcmp(la, lc) == 0, "%s: round trip changed the task", fam->name);
+      CHECK(strcmp(a.family, fam->name) == 0, "family name recorded");
+      free(la), free(lb), free(lc);
+      task_free(&a), task_free(&b), task_free(&c);
+    }
+  }
+  CHECK(kinds == 15, "families cover kinds mask %d (want all four)", kinds);
+  CHECK(uses == 31, "families cover use cases mask %d (want all five)", uses);
+  CHECK(task_family_find("no_such_family") == NULL, "unknown family");
+  task_gen_context_free(&ctx);
+}
+
+int main(void) {
+  test_round_trip_builder();
+  test_validation_errors();
+  test_json_path();
+  test_families();
+  TEST_MAIN_END();
+}
