@@ -49,5 +49,6 @@ int cmd_tokenizer(int argc, char **argv);
 // `fimi tokenizer train` (cmd/cmd_tokenizer_train.c).
 int cmd_tokenizer_train(int argc, char **argv);
 int cmd_env(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 
 #endif
