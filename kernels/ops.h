@@ -116,4 +116,39 @@ void lm_head_logits(float *logits, const float *hidden, const float *wte, int N,
 // out = a + b (n). In place allowed (out == a or out == b).
 void residual_add(float *out, const float *a, const float *b, size_t n);
 
+// ==== optimizer ops (AdamW update, gradient sum of squares) ====
+// These run on a rank's shard of a flat fp32 buffer: the fp32 master weights,
+// the fp32 moments and the fp32 gradient shard, all n elements. The CPU
+// version is the fp32 reference; the CUDA version (another issue) writes the
+// bf16 working weights with stochastic rounding as well.
+
+// One AdamW step's scalars. Python-side arithmetic of torch.optim.AdamW is in
+// double (bias corrections, step size); the kernel casts to fp32 where torch
+// casts a Python scalar to the tensor's dtype (docs/optimizer.md).
+typedef struct AdamWStep {
+  double lr;            // learning rate of this step (after the schedule)
+  double beta1, beta2;  // moment decay rates, in [0, 1)
+  double eps;           // added to sqrt(v_hat)
+  double weight_decay;  // decoupled: param *= 1 - lr * weight_decay (0 = none)
+  long step;            // t >= 1: steps taken including this one (bias corrections)
+  float grad_scale;     // grad is multiplied by it first (clipping coefficient; 1 = none)
+} AdamWStep;
+
+// torch.optim.AdamW (single-tensor path, amsgrad off, maximize off), per element:
+//   g = grad * grad_scale
+//   param *= 1 - lr * wd                    (skipped when wd == 0)
+//   m = lerp(m, g, 1 - beta1)
+//   v = v * beta2 + (1 - beta2) * g * g
+//   param += -(lr / (1 - beta1^t)) * (m / (sqrt(v) / sqrt(1 - beta2^t) + eps))
+// param, m, v (n) updated in place; grad (n) read only. Elementwise, so the
+// result does not depend on the thread count.
+void adamw_update(float *param, float *m, float *v, const float *grad, size_t n, const AdamWStep *step);
+
+// out[0] = sum of x[i]^2 (n), accumulated in double: each square is exact in
+// double, so the only error is the summation's, at most (n/2048 + 265) * 2^-53
+// relative (fixed blocks of 8 interleaved sums). The block layout depends on n
+// only: the result is bitwise the same at any thread count. Inf or NaN in x
+// gives a non-finite sum (the caller skips the step).
+void sum_squares(double *out, const float *x, size_t n);
+
 #endif
