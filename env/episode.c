@@ -523,8 +523,25 @@ static int ensure_row_sum(sqlite3 *db) {
                                     row_sum_step, row_sum_final, NULL) == SQLITE_OK ? 0 : -1;
 }
 
+// Columns that hold the customer's or the agent's own words (tool arguments
+// such as a dispute's description or a hand-off reason). The db check
+// compares what the bank did, not how it was phrased, so these are left out
+// of the digest; the row itself (its existence, ids, amounts, dates, status)
+// still counts.
+static const char *const FREE_TEXT_COLUMNS[][2] = {
+    {"transfers", "remarks"},          {"disputes", "reason"},          {"disputes", "description"},
+    {"service_requests", "description"}, {"insurance_claims", "description"},
+};
+
+static int is_free_text_column(const char *table, const char *column) {
+  for (size_t i = 0; i < sizeof FREE_TEXT_COLUMNS / sizeof FREE_TEXT_COLUMNS[0]; i++)
+    if (!strcmp(FREE_TEXT_COLUMNS[i][0], table) && !strcmp(FREE_TEXT_COLUMNS[i][1], column)) return 1;
+  return 0;
+}
+
 // One statement over every table: "SELECT 'name', fimi_row_sum(c1, ...),
-// count(*) FROM "name" UNION ALL ..." in name order, built from the schema.
+// count(*) FROM "name" UNION ALL ..." in name order, built from the schema
+// (free-text columns left out).
 static char *digest_sql(sqlite3 *db, FimiError *err) {
   Text_ out = {0};
   sqlite3_stmt *tables = NULL, *cols = NULL;
@@ -537,8 +554,11 @@ static char *digest_sql(sqlite3 *db, FimiError *err) {
     bad |= sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info(?) ORDER BY cid", -1, &cols, NULL) != SQLITE_OK;
     if (bad) break;
     sqlite3_bind_text(cols, 1, name, -1, SQLITE_TRANSIENT);
-    for (int k = 0; sqlite3_step(cols) == SQLITE_ROW; k++)
-      bad |= text_printf(&out, "%s\"%s\"", k ? ", " : "", (const char *)sqlite3_column_text(cols, 0));
+    for (int k = 0; sqlite3_step(cols) == SQLITE_ROW;) {
+      const char *column = (const char *)sqlite3_column_text(cols, 0);
+      if (is_free_text_column(name, column)) continue;
+      bad |= text_printf(&out, "%s\"%s\"", k++ ? ", " : "", column);
+    }
     sqlite3_finalize(cols);
     cols = NULL;
     bad |= text_printf(&out, "), count(*) FROM \"%s\"", name);

@@ -200,7 +200,7 @@ static int gen_recovery_complaint(const TaskGenContext *ctx, uint64_t seed, Task
                   err) ||
       assert_rule(t, "The conversation ends with a transfer.", TASK_RULE_END_IS, "transfer", NULL, err))
     return -1;
-  t->checks = TASK_CHECK_SEQ | TASK_CHECK_JUDGE;
+  t->checks = TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE;  // db: the hand-off request (reason text excluded)
   t->expected_end = TASK_END_TRANSFER;
   t->max_turns = 8;
   return 0;

@@ -414,9 +414,9 @@ static int gen_dispute_unauthorised(const TaskGenContext *ctx, uint64_t seed, Ta
   FB_TRY(fb_assert(t, err, "The agent finds the transaction before disputing it.", TASK_RULE_CALLED_BEFORE,
                    "get_transactions", "raise_dispute", NULL));
   FB_TRY(fb_assert(t, err, "The agent explains the customer's liability.", TASK_RULE_MENTIONS_ANY, "liability", NULL));
-  // No db check: a gold write carries free text (a description or reason)
-  // that an agent words its own way, and the state digest compares it.
-  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  // The db check leaves free-text columns out (env/episode.c), so the
+  // wording of the description or reason does not decide it.
+  fb_finish(t, TASK_CHECK_ALL);
   return 0;
 }
 

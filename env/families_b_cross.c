@@ -58,9 +58,9 @@ static int gen_card_fraud_dispute(const TaskGenContext *ctx, uint64_t seed, Task
   FB_TRY(fb_assert(t, err, "The agent blocks the card before anything else can be misused.", TASK_RULE_CALLED_BEFORE,
                    "block_card", "raise_dispute", NULL));
   FB_TRY(fb_assert(t, err, "The agent explains the customer's liability.", TASK_RULE_MENTIONS_ANY, "liability", NULL));
-  // No db check: a gold write carries free text (a description or reason)
-  // that an agent words its own way, and the state digest compares it.
-  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  // The db check leaves free-text columns out (env/episode.c), so the
+  // wording of the description or reason does not decide it.
+  fb_finish(t, TASK_CHECK_ALL);
   return 0;
 }
 
@@ -289,9 +289,9 @@ static int gen_request_escalate(const TaskGenContext *ctx, uint64_t seed, Task *
                    "get_service_request_status", "transfer_to_human_agent", NULL));
   FB_TRY(fb_assert(t, err, "The conversation ends with a hand-off to a human.", TASK_RULE_END_IS, "transfer", NULL));
   t->expected_end = TASK_END_TRANSFER;
-  // No db check: a gold write carries free text (a description or reason)
-  // that an agent words its own way, and the state digest compares it.
-  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  // The db check leaves free-text columns out (env/episode.c), so the
+  // wording of the description or reason does not decide it.
+  fb_finish(t, TASK_CHECK_ALL);
   return 0;
 }
 
@@ -319,9 +319,9 @@ static int gen_complaint_request(const TaskGenContext *ctx, uint64_t seed, Task 
   FB_TRY(s);
   FB_TRY(task_add_communicate(t, "request_id", s, "request_id", err));
   FB_TRY(fb_assert(t, err, "The agent registers the request.", TASK_RULE_CALLED, "create_service_request", NULL));
-  // No db check: a gold write carries free text (a description or reason)
-  // that an agent words its own way, and the state digest compares it.
-  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  // The db check leaves free-text columns out (env/episode.c), so the
+  // wording of the description or reason does not decide it.
+  fb_finish(t, TASK_CHECK_ALL);
   return 0;
 }
 

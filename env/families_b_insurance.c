@@ -127,9 +127,9 @@ static int gen_claim_file(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
   FB_TRY(task_add_communicate(t, "claim_id", s, "claim_id", err));
   FB_TRY(task_add_communicate(t, "claim status", st, "status", err));
   FB_TRY(fb_assert(t, err, "The agent files the claim.", TASK_RULE_CALLED, "file_insurance_claim", NULL));
-  // No db check: a gold write carries free text (a description or reason)
-  // that an agent words its own way, and the state digest compares it.
-  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  // The db check leaves free-text columns out (env/episode.c), so the
+  // wording of the description or reason does not decide it.
+  fb_finish(t, TASK_CHECK_ALL);
   return 0;
 }
 
@@ -190,9 +190,9 @@ static int gen_claim_escalate(const TaskGenContext *ctx, uint64_t seed, Task *t,
                    "get_claim_status", "transfer_to_human_agent", NULL));
   FB_TRY(fb_assert(t, err, "The conversation ends with a hand-off to a human.", TASK_RULE_END_IS, "transfer", NULL));
   t->expected_end = TASK_END_TRANSFER;
-  // No db check: a gold write carries free text (a description or reason)
-  // that an agent words its own way, and the state digest compares it.
-  fb_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  // The db check leaves free-text columns out (env/episode.c), so the
+  // wording of the description or reason does not decide it.
+  fb_finish(t, TASK_CHECK_ALL);
   return 0;
 }
 
