@@ -26,6 +26,12 @@ static const ConfigField generate_fields[] = {
     {"generate", "seed", CONFIG_INT, "0", "sampling seed"},
 };
 
+// Rank roles (dist/roles.h, docs/distributed.md): set at most one of the two.
+static const ConfigField dist_fields[] = {
+    {"dist", "env_ranks", CONFIG_INT, "0", "the last N ranks are env ranks (CPU only); the rest train"},
+    {"dist", "roles", CONFIG_STRING, "", "explicit role per rank, e.g. \"train*6,env*2\"; length = world size"},
+};
+
 const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err) {
   if (*i + 1 >= argc) {
     fimi_fail(err, "%s needs a value", argv[*i]);
@@ -96,6 +102,7 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
   if (config_add_fields(&opts->config, model_fields, sizeof model_fields / sizeof model_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, generate_fields, sizeof generate_fields / sizeof generate_fields[0], err) != 0)
     return -1;
+  if (config_add_fields(&opts->config, dist_fields, sizeof dist_fields / sizeof dist_fields[0], err) != 0) return -1;
   if (opts->config_path && config_load_file(&opts->config, opts->config_path, err) != 0) return -1;
   for (int i = 0; i < opts->num_overrides; i++)
     if (config_apply_override(&opts->config, opts->overrides[i], err) != 0) return -1;

@@ -1,0 +1,112 @@
+// dist/comm_nccl.c: NCCL collectives on device buffers (see comm_nccl.h).
+// Compiled only with the CUDA backend and NCCL; unverified on a GPU so far.
+#include "dist/comm_nccl.h"
+
+#include <string.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+static int check_cuda(cudaError_t rc, const char *call, FimiError *err) {
+  if (rc == cudaSuccess) return 0;
+  return fimi_fail(err, "%s failed: %s (%s)", call, cudaGetErrorString(rc), cudaGetErrorName(rc));
+}
+
+static int check_nccl(ncclResult_t rc, const char *call, const DeviceComm *dc, FimiError *err) {
+  if (rc == ncclSuccess) return 0;
+  const char *detail = ncclGetLastError(dc ? dc->nccl : NULL);
+  return fimi_fail(err, "%s failed on rank %d of %d: %s%s%s", call, dc ? dc->rank : -1, dc ? dc->world : -1,
+                   ncclGetErrorString(rc), detail && detail[0] ? ": " : "", detail ? detail : "");
+}
+
+static ncclDataType_t nccl_type(DeviceDtype dtype) { return dtype == DEVICE_BF16 ? ncclBfloat16 : ncclFloat32; }
+
+static int nccl_op(CommOp op, ncclRedOp_t *out, FimiError *err) {
+  switch (op) {
+    case COMM_SUM: *out = ncclSum; return 0;
+    case COMM_MEAN: *out = ncclAvg; return 0;
+    case COMM_MAX: *out = ncclMax; return 0;
+  }
+  return fimi_fail(err, "device comm: unknown op %d", (int)op);
+}
+
+static int check_ready(const DeviceComm *dc, const char *what, FimiError *err) {
+  if (!dc || !dc->nccl) return fimi_fail(err, "%s: device communicator not initialized", what);
+  return 0;
+}
+
+int device_comm_init(DeviceComm *dc, Communicator *host, int cuda_device, FimiError *err) {
+  memset(dc, 0, sizeof *dc);
+  if (!host || host->mpi == MPI_COMM_NULL) return fimi_fail(err, "device_comm_init: host communicator not initialized");
+  dc->rank = host->rank;
+  dc->world = host->world;
+  dc->cuda_device = cuda_device;
+  int devices = 0;
+  if (check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount", err) != 0) return -1;
+  if (cuda_device < 0 || cuda_device >= devices)
+    return fimi_fail(err, "device_comm_init: rank %d asks for CUDA device %d, this node has %d", host->rank,
+                     cuda_device, devices);
+  if (check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice", err) != 0) return -1;
+  // The id is 128 opaque bytes; every rank must get rank 0's.
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  if (host->rank == 0 && check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", dc, err) != 0) return -1;
+  if (comm_broadcast(host, &id, sizeof id, 0, err) != 0) return fimi_fail_wrap(err, "sending the ncclUniqueId");
+  cudaStream_t stream = NULL;
+  if (check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", err) != 0) return -1;
+  dc->stream = stream;
+  ncclComm_t comm = NULL;
+  if (check_nccl(ncclCommInitRank(&comm, host->world, id, host->rank), "ncclCommInitRank", dc, err) != 0) {
+    device_comm_free(dc);
+    return -1;
+  }
+  dc->nccl = comm;
+  return 0;
+}
+
+void device_comm_free(DeviceComm *dc) {
+  if (dc->nccl) {
+    ncclCommFinalize(dc->nccl);
+    ncclCommDestroy(dc->nccl);
+  }
+  if (dc->stream) cudaStreamDestroy(dc->stream);
+  memset(dc, 0, sizeof *dc);
+}
+
+int device_comm_all_gather(DeviceComm *dc, const void *shard, size_t shard_count, void *full, DeviceDtype dtype,
+                           FimiError *err) {
+  if (check_ready(dc, "device all_gather", err) != 0) return -1;
+  ncclResult_t rc = ncclAllGather(shard, full, shard_count, nccl_type(dtype), dc->nccl, dc->stream);
+  return check_nccl(rc, "ncclAllGather", dc, err);
+}
+
+int device_comm_reduce_scatter(DeviceComm *dc, const void *full, size_t shard_count, void *shard, DeviceDtype dtype,
+                               CommOp op, FimiError *err) {
+  ncclRedOp_t nop = ncclSum;
+  if (check_ready(dc, "device reduce_scatter", err) || nccl_op(op, &nop, err)) return -1;
+  ncclResult_t rc = ncclReduceScatter(full, shard, shard_count, nccl_type(dtype), nop, dc->nccl, dc->stream);
+  return check_nccl(rc, "ncclReduceScatter", dc, err);
+}
+
+int device_comm_all_reduce(DeviceComm *dc, void *data, size_t count, DeviceDtype dtype, CommOp op, FimiError *err) {
+  ncclRedOp_t nop = ncclSum;
+  if (check_ready(dc, "device all_reduce", err) || nccl_op(op, &nop, err)) return -1;
+  ncclResult_t rc = ncclAllReduce(data, data, count, nccl_type(dtype), nop, dc->nccl, dc->stream);
+  return check_nccl(rc, "ncclAllReduce", dc, err);
+}
+
+int device_comm_broadcast(DeviceComm *dc, void *data, size_t bytes, int root, FimiError *err) {
+  if (check_ready(dc, "device broadcast", err) != 0) return -1;
+  if (root < 0 || root >= dc->world)
+    return fimi_fail(err, "device broadcast: root %d outside a world of %d", root, dc->world);
+  ncclResult_t rc = ncclBroadcast(data, data, bytes, ncclUint8, root, dc->nccl, dc->stream);
+  return check_nccl(rc, "ncclBroadcast", dc, err);
+}
+
+int device_comm_synchronize(DeviceComm *dc, FimiError *err) {
+  if (check_ready(dc, "device synchronize", err) != 0) return -1;
+  if (check_cuda(cudaStreamSynchronize(dc->stream), "cudaStreamSynchronize", err) != 0) return -1;
+  ncclResult_t async = ncclSuccess;
+  if (check_nccl(ncclCommGetAsyncError(dc->nccl, &async), "ncclCommGetAsyncError", dc, err) != 0) return -1;
+  return check_nccl(async, "NCCL (asynchronous error)", dc, err);
+}

@@ -1,0 +1,49 @@
+// dist/comm_nccl.h: collectives on device buffers over NCCL. Defines
+// DeviceComm (an NCCL communicator over the same ranks as a host
+// Communicator, one GPU per rank, and the CUDA stream its collectives are
+// enqueued on), device_comm_init (rank 0 creates the ncclUniqueId and
+// broadcasts it over MPI), and all_gather / reduce_scatter / all_reduce /
+// broadcast on fp32 or bf16 device buffers.
+//
+// Built only when the CUDA backend is built and NCCL is found (FIMI_HAVE_NCCL,
+// dist/CMakeLists.txt). Status: compiled, not yet run on a GPU (see
+// docs/distributed.md). Determinism: unlike dist/comm.h, the order of NCCL's
+// reductions is NCCL's (ring/tree, protocol, channel count): reproducible run
+// to run on the same ranks and topology in practice, not across world sizes.
+// Calls are asynchronous on `stream`: buffers must not be touched until
+// device_comm_synchronize (or later work on the same stream).
+#ifndef FIMI_DIST_COMM_NCCL_H
+#define FIMI_DIST_COMM_NCCL_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "dist/comm.h"
+
+struct ncclComm;     // ncclComm_t
+struct CUstream_st;  // cudaStream_t
+
+typedef enum { DEVICE_F32 = 0, DEVICE_BF16 = 1 } DeviceDtype;
+
+typedef struct DeviceComm {
+  struct ncclComm *nccl;
+  struct CUstream_st *stream;  // created by device_comm_init, owned
+  int rank, world, cuda_device;
+} DeviceComm;
+
+// Collective over host: selects cuda_device on this rank and joins an NCCL
+// communicator with host->world ranks, NCCL rank = host->rank.
+int device_comm_init(DeviceComm *dc, Communicator *host, int cuda_device, FimiError *err);
+void device_comm_free(DeviceComm *dc);
+
+// Same meaning as the host versions in dist/comm.h; pointers are device memory.
+int device_comm_all_gather(DeviceComm *dc, const void *shard, size_t shard_count, void *full, DeviceDtype dtype,
+                           FimiError *err);
+int device_comm_reduce_scatter(DeviceComm *dc, const void *full, size_t shard_count, void *shard, DeviceDtype dtype,
+                               CommOp op, FimiError *err);
+int device_comm_all_reduce(DeviceComm *dc, void *data, size_t count, DeviceDtype dtype, CommOp op, FimiError *err);
+int device_comm_broadcast(DeviceComm *dc, void *data, size_t bytes, int root, FimiError *err);
+// Waits for the stream: NCCL errors detected asynchronously surface here.
+int device_comm_synchronize(DeviceComm *dc, FimiError *err);
+
+#endif
