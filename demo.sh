@@ -2,7 +2,9 @@
 # demo.sh: the main job on the CPU default. Today: train a BPE tokenizer on
 # the bank's text, initialize a tiny Gemma 3 model sized to it, export both as
 # a Hugging Face checkpoint, reload, inspect, and generate (ids, then text
-# streamed from a chat prompt) with the KV cache; list the bank's tools.
+# streamed from a chat prompt) with the KV cache; then the simulated bank:
+# sample tasks from every family, replay one task's gold chain, and score
+# the oracle and a random agent on all of them.
 # Later issues grow this into the end-to-end train-and-evaluate demo.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,3 +23,8 @@ mkdir -p "$OUT"
 "$FIMI" score --model "$OUT/tiny" --ids 2,17,42,99,7
 "$FIMI" generate --config configs/tiny-cpu-demo.ini --model "$OUT/tiny" --chat --prompt "Mera FD kab mature hoga?"
 "$FIMI" env tools >"$OUT/tools.txt" && head -5 "$OUT/tools.txt"
+"$FIMI" env sample --family all --n 2 --seed 1 --out "$OUT/tasks.jsonl"
+first_task=$(head -1 "$OUT/tasks.jsonl" | sed -E 's/^\{"id":"([^"]+)".*/\1/')
+"$FIMI" env replay --task-file "$OUT/tasks.jsonl" --task "$first_task"
+"$FIMI" env eval --task-file "$OUT/tasks.jsonl" --agent oracle >"$OUT/eval-oracle.txt" && tail -1 "$OUT/eval-oracle.txt"
+"$FIMI" env eval --task-file "$OUT/tasks.jsonl" --agent random >"$OUT/eval-random.txt" && tail -1 "$OUT/eval-random.txt"
