@@ -32,6 +32,46 @@ static const ConfigField dist_fields[] = {
     {"dist", "roles", CONFIG_STRING, "", "explicit role per rank, e.g. \"train*6,env*2\"; length = world size"},
 };
 
+// Training (train/loop.h, docs/training.md).
+static const ConfigField train_fields[] = {
+    {"train", "init", CONFIG_STRING, "", "the model to start from: a directory written by fimi init (or a checkpoint)"},
+    {"train", "out_dir", CONFIG_STRING, "run", "metrics.jsonl and step_* checkpoints go here"},
+    {"train", "objective", CONFIG_STRING, "sft", "the loss: sft (masked token cross-entropy)"},
+    {"train", "steps", CONFIG_INT, "100", "total optimizer steps (the LR schedule's length)"},
+    {"train", "micro_batch", CONFIG_INT, "4", "rows per micro-batch"},
+    {"train", "grad_accum", CONFIG_INT, "1", "micro-batches per optimizer step"},
+    {"train", "max_grad_norm", CONFIG_FLOAT, "1.0", "global gradient-norm clip; <= 0 disables clipping"},
+    {"train", "eval_every", CONFIG_INT, "0", "evaluate on data.eval every N steps (0: only at the end)"},
+    {"train", "eval_max_rows", CONFIG_INT, "0", "evaluate on the first N eval rows (0: all)"},
+    {"train", "save_every", CONFIG_INT, "0", "checkpoint every N steps (0: only at the end)"},
+    {"train", "keep_last", CONFIG_INT, "2", "complete checkpoints to keep (0: all)"},
+    {"train", "max_nonfinite_in_row", CONFIG_INT, "5", "abort after this many skipped (non-finite) steps in a row"},
+    {"train", "stop_at_step", CONFIG_INT, "0", "stop (and save) after this step without changing the schedule (0: run all)"},
+    {"train", "seed", CONFIG_INT, "42", "seed of the data order (and the loop's RNG)"},
+    {"train", "progress", CONFIG_BOOL, "true", "print the live progress line on stderr"},
+};
+
+// AdamW and the LR schedule (optim/, docs/optimizer.md).
+static const ConfigField optim_fields[] = {
+    {"optim", "lr", CONFIG_FLOAT, "1e-5", "peak learning rate"},
+    {"optim", "schedule", CONFIG_STRING, "cosine", "constant, constant_with_warmup, linear or cosine"},
+    {"optim", "warmup_steps", CONFIG_INT, "0", "linear warmup steps (wins over warmup_ratio when > 0)"},
+    {"optim", "warmup_ratio", CONFIG_FLOAT, "0", "warmup as a fraction of train.steps"},
+    {"optim", "min_lr_ratio", CONFIG_FLOAT, "0", "cosine floor as a fraction of lr"},
+    {"optim", "beta1", CONFIG_FLOAT, "0.9", "AdamW beta1"},
+    {"optim", "beta2", CONFIG_FLOAT, "0.999", "AdamW beta2"},
+    {"optim", "eps", CONFIG_FLOAT, "1e-8", "AdamW epsilon"},
+    {"optim", "weight_decay", CONFIG_FLOAT, "0", "decoupled weight decay (not on norms; embeddings per decay_embeddings)"},
+    {"optim", "decay_embeddings", CONFIG_BOOL, "false", "apply weight decay to the (tied) embedding too"},
+};
+
+// Training data (data/dataset.h, docs/datasets.md).
+static const ConfigField data_fields[] = {
+    {"data", "train", CONFIG_STRING, "", "HDF5 dataset from fimi data tokenize (required for training)"},
+    {"data", "eval", CONFIG_STRING, "", "held-out HDF5 dataset for the eval loss (optional)"},
+    {"data", "shuffle", CONFIG_BOOL, "true", "shuffle rows each epoch (deterministic per train.seed)"},
+};
+
 const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err) {
   if (*i + 1 >= argc) {
     fimi_fail(err, "%s needs a value", argv[*i]);
@@ -103,6 +143,9 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
   if (config_add_fields(&opts->config, generate_fields, sizeof generate_fields / sizeof generate_fields[0], err) != 0)
     return -1;
   if (config_add_fields(&opts->config, dist_fields, sizeof dist_fields / sizeof dist_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, train_fields, sizeof train_fields / sizeof train_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, optim_fields, sizeof optim_fields / sizeof optim_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, data_fields, sizeof data_fields / sizeof data_fields[0], err) != 0) return -1;
   if (opts->config_path && config_load_file(&opts->config, opts->config_path, err) != 0) return -1;
   for (int i = 0; i < opts->num_overrides; i++)
     if (config_apply_override(&opts->config, opts->overrides[i], err) != 0) return -1;

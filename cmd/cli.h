@@ -50,5 +50,7 @@ int cmd_tokenizer(int argc, char **argv);
 int cmd_tokenizer_train(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+// `fimi train` (cmd/cmd_train.c).
+int cmd_train(int argc, char **argv);
 
 #endif

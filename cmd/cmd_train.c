@@ -1,0 +1,208 @@
+// cmd/cmd_train.c: `fimi train`: reads the [train] [optim] [data] [model]
+// config, loads the initial model and the HDF5 datasets, builds the
+// objective (SFT today) and runs train/loop.h, optionally resuming from the
+// newest complete checkpoint of a run directory (docs/training.md).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmd/cli.h"
+#include "core/fileio.h"
+#include "core/log.h"
+#include "kernels/device.h"
+#include "model/weights.h"
+#include "train/loop.h"
+#include "train/sft.h"
+#include "train/state.h"
+
+static void print_train_help(void) {
+  printf(
+      "usage: fimi train --config FILE.ini [--set section.key=value ...] [--resume RUN_DIR]\n"
+      "  trains the model in train.init on data.train with train.objective (sft), writing\n"
+      "  RUN_DIR/metrics.jsonl and RUN_DIR/step_NNNNNN/ checkpoints (RUN_DIR = train.out_dir).\n"
+      "  --resume RUN_DIR continues bit-identically from RUN_DIR's newest complete checkpoint\n"
+      "  (and writes there). Keys and defaults: docs/training.md.\n");
+}
+
+// Keys that do not change the trajectory stay out of the config hash, so
+// changing them on resume raises no warning.
+static int hashed_key(const ConfigField *f) {
+  static const char *skip[] = {"out_dir", "stop_at_step", "progress", "eval_every", "eval_max_rows",
+                               "save_every", "keep_last", "max_nonfinite_in_row"};
+  if (strcmp(f->section, "model") && strcmp(f->section, "data") && strcmp(f->section, "optim") &&
+      strcmp(f->section, "train"))
+    return 0;
+  if (!strcmp(f->section, "train"))
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+      if (!strcmp(f->key, skip[i])) return 0;
+  return 1;
+}
+
+static uint64_t config_hash(const Config *config) {
+  uint64_t h = 0;
+  for (int i = 0; i < config->count; i++) {
+    if (!hashed_key(config->fields[i])) continue;
+    char line[CONFIG_VALUE_MAX + 128];
+    snprintf(line, sizeof line, "%s.%s=%s;", config->fields[i]->section, config->fields[i]->key, config->values[i]);
+    h = h * 31 + checkpoint_hash_text(line);
+  }
+  return h;
+}
+
+typedef struct TrainSetup {
+  TrainLoopConfig loop;
+  AdamWConfig adamw;
+  AdamWDecayRules rules;
+  const char *init_dir, *train_path, *eval_path, *objective;
+  char tokenizer_path[CHECKPOINT_PATH_MAX];
+  int recompute;
+} TrainSetup;
+
+static int read_int(const Config *c, const char *section, const char *key, int64_t *out, FimiError *err) {
+  return config_get_int(c, section, key, out, err);
+}
+
+static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
+  TrainLoopConfig *l = &t->loop;
+  train_loop_config_default(l);
+  adamw_config_default(&t->adamw);
+  adamw_decay_rules_default(&t->rules);
+  int64_t seed = 0, warmup = 0;
+  double warmup_ratio = 0;
+  int shuffle = 1, progress = 1;
+  const char *schedule;
+  if (!(t->init_dir = config_get_string(c, "train", "init", err)) ||
+      !(l->out_dir = config_get_string(c, "train", "out_dir", err)) ||
+      !(t->objective = config_get_string(c, "train", "objective", err)) ||
+      !(t->train_path = config_get_string(c, "data", "train", err)) ||
+      !(t->eval_path = config_get_string(c, "data", "eval", err)) ||
+      !(schedule = config_get_string(c, "optim", "schedule", err)))
+    return -1;
+  if (read_int(c, "train", "steps", &l->steps, err) || read_int(c, "train", "micro_batch", &l->micro_batch, err) ||
+      read_int(c, "train", "grad_accum", &l->grad_accum, err) ||
+      config_get_float(c, "train", "max_grad_norm", &l->max_grad_norm, err) ||
+      read_int(c, "train", "eval_every", &l->eval_every, err) ||
+      read_int(c, "train", "eval_max_rows", &l->eval_max_rows, err) ||
+      read_int(c, "train", "save_every", &l->save_every, err) || read_int(c, "train", "keep_last", &l->keep_last, err) ||
+      read_int(c, "train", "max_nonfinite_in_row", &l->max_nonfinite_in_row, err) ||
+      read_int(c, "train", "stop_at_step", &l->stop_at_step, err) || read_int(c, "train", "seed", &seed, err) ||
+      config_get_bool(c, "train", "progress", &progress, err) || config_get_bool(c, "data", "shuffle", &shuffle, err) ||
+      config_get_float(c, "optim", "lr", &l->schedule.base_lr, err) ||
+      read_int(c, "optim", "warmup_steps", &warmup, err) ||
+      config_get_float(c, "optim", "warmup_ratio", &warmup_ratio, err) ||
+      config_get_float(c, "optim", "min_lr_ratio", &l->schedule.min_lr_ratio, err) ||
+      config_get_float(c, "optim", "beta1", &t->adamw.beta1, err) ||
+      config_get_float(c, "optim", "beta2", &t->adamw.beta2, err) ||
+      config_get_float(c, "optim", "eps", &t->adamw.eps, err) ||
+      config_get_float(c, "optim", "weight_decay", &t->adamw.weight_decay, err) ||
+      config_get_bool(c, "optim", "decay_embeddings", &t->rules.decay_embeddings, err) ||
+      config_get_bool(c, "model", "recompute", &t->recompute, err))
+    return -1;
+  if (lr_schedule_kind_parse(schedule, &l->schedule.kind, err) != 0) return fimi_fail_wrap(err, "optim.schedule");
+  if (seed < 0) return fimi_fail(err, "train.seed must be >= 0");
+  if (!(warmup_ratio >= 0 && warmup_ratio < 1)) return fimi_fail(err, "optim.warmup_ratio must be in [0, 1)");
+  if (warmup < 0) return fimi_fail(err, "optim.warmup_steps must be >= 0");
+  l->schedule.total_steps = (long)l->steps;
+  l->schedule.warmup_steps = warmup > 0 ? (long)warmup : lr_warmup_steps_from_ratio(warmup_ratio, (long)l->steps);
+  l->data_seed = l->rng_seed = (uint64_t)seed;
+  l->shuffle = shuffle;
+  l->progress = progress;
+  l->config_hash = config_hash(c);
+  if (!t->init_dir[0]) return fimi_fail(err, "train.init must name the starting model (a directory from fimi init)");
+  if (!t->train_path[0]) return fimi_fail(err, "data.train must name an HDF5 dataset (fimi data tokenize)");
+  if (strcmp(t->objective, "sft"))
+    return fimi_fail(err, "train.objective \"%s\" is not known here (sft; dpo runs through fimi dpo)", t->objective);
+  struct stat st;
+  if (path_join(t->tokenizer_path, sizeof t->tokenizer_path, t->init_dir, "tokenizer.json", err) != 0) return -1;
+  if (stat(t->tokenizer_path, &st) != 0) {
+    log_warn("%s has no tokenizer.json: checkpoints will lack one", t->init_dir);
+    t->tokenizer_path[0] = 0;
+  }
+  l->tokenizer_path = t->tokenizer_path;
+  return adamw_config_validate(&t->adamw, err);
+}
+
+static int parse_train_args(int argc, char **argv, const char **resume, FimiError *err) {
+  *resume = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *flag = argv[i], *value;
+    if (strcmp(flag, "--resume")) return fimi_fail(err, "unknown option %s (see fimi train --help)", flag);
+    if (!(value = cli_flag_value(argc, argv, &i, err))) return -1;
+    *resume = value;
+  }
+  return 0;
+}
+
+static void print_summary(const TrainSummary *s, const char *out_dir) {
+  if (s->end_step == s->start_step) {
+    printf("fimi train: %s is already at step %lld: nothing to do\n", out_dir, (long long)s->end_step);
+    return;
+  }
+  printf("fimi train: steps %lld..%lld, loss %.4f -> %.4f", (long long)s->start_step + 1, (long long)s->end_step,
+         s->first_loss, s->last_loss);
+  if (!isnan(s->eval_loss)) printf(", eval loss %.4f", s->eval_loss);
+  printf(", %.0f tokens/s, %lld skipped, %s\n", s->tokens_per_s, (long long)s->skipped, out_dir);
+}
+
+// Everything after the config: model, data, objective, loop.
+static int run_training(TrainSetup *t, FimiError *err) {
+  GemmaModel model;
+  if (gemma_load_pretrained(&model, t->init_dir, err) != 0) return fimi_fail_wrap(err, "train.init");
+  model.recompute = t->recompute;
+  Dataset train = {0}, eval = {0};
+  int have_eval = t->eval_path[0] != 0;
+  TrainState state;
+  int state_ok = 0, rc = 0;
+  if (dataset_open(t->train_path, model.config.vocab_size, &train, err) != 0) rc = fimi_fail_wrap(err, "data.train");
+  if (rc == 0 && have_eval && dataset_open(t->eval_path, model.config.vocab_size, &eval, err) != 0)
+    rc = fimi_fail_wrap(err, "data.eval");
+  if (rc == 0 && (train.kind != DATASET_SFT || (have_eval && eval.kind != DATASET_SFT)))
+    rc = fimi_fail(err, "train.objective sft needs SFT datasets (fimi data tokenize --kind sft)");
+  if (rc == 0) rc = train_state_init(&state, &model, &t->adamw, &t->rules, err);
+  state_ok = rc == 0;
+  if (rc == 0) {
+    SftObjective sft;
+    TrainObjective obj;
+    sft_objective_init(&sft, &model.config, &obj);
+    TrainSummary summary;
+    rc = train_run(&t->loop, &state, &obj, &train, have_eval ? &eval : NULL, &summary, err);
+    if (rc == 0) print_summary(&summary, t->loop.out_dir);
+    sft_objective_free(&sft);
+  }
+  if (state_ok) train_state_free(&state);
+  dataset_close(&train);
+  if (have_eval) dataset_close(&eval);
+  gemma_model_free(&model);
+  return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+  FimiError err = {0};
+  CliOptions opts;
+  int rest = cli_parse_common(&opts, argc, argv, &err);
+  if (rest < 0) return cli_fail("train", &err);
+  for (int i = 1; i < rest; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      print_train_help();
+      return 0;
+    }
+  const char *resume = NULL;
+  if (parse_train_args(rest, argv, &resume, &err) != 0) {
+    fprintf(stderr, "fimi train: %s\n", err.message);
+    return CLI_EXIT_USAGE;
+  }
+  if (cli_load_config(&opts, &err) != 0) return cli_fail("train", &err);
+  if (device_require(opts.device, &err) != 0) return cli_fail("train", &err);
+  if (opts.device != DEVICE_CPU) {
+    fimi_fail(&err, "training runs on the CPU backend for now (--device cpu)");
+    return cli_fail("train", &err);
+  }
+  if (resume && config_set(&opts.config, "train", "out_dir", resume, "--resume", &err) != 0)
+    return cli_fail("train", &err);
+  TrainSetup setup;
+  if (read_setup(&opts.config, &setup, &err) != 0) return cli_fail("train", &err);
+  setup.loop.resume_dir = resume;
+  return run_training(&setup, &err) == 0 ? 0 : cli_fail("train", &err);
+}

@@ -1,0 +1,298 @@
+// train/loop.c: the training loop: see loop.h.
+#include "train/loop.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/rng.h"
+#include "optim/clip.h"
+
+#define METRICS_MAX_BYTES ((size_t)1 << 30)
+
+void train_loop_config_default(TrainLoopConfig *c) {
+  memset(c, 0, sizeof *c);
+  c->out_dir = "run";
+  c->steps = 100;
+  c->micro_batch = 4;
+  c->grad_accum = 1;
+  c->max_grad_norm = 1.0;
+  c->keep_last = 2;
+  c->max_nonfinite_in_row = 5;
+  c->data_seed = 42;
+  c->shuffle = 1;
+  c->rng_seed = 42;
+  lr_schedule_default(&c->schedule);
+}
+
+static int validate_config(const TrainLoopConfig *c, const TrainObjective *obj, const Dataset *eval,
+                           FimiError *err) {
+  if (!c->out_dir || !c->out_dir[0]) return fimi_fail(err, "train.out_dir must be set");
+  if (c->steps < 1) return fimi_fail(err, "train.steps must be >= 1 (got %lld)", (long long)c->steps);
+  if (c->micro_batch < 1 || c->micro_batch > 65536)
+    return fimi_fail(err, "train.micro_batch must be in [1, 65536] (got %lld)", (long long)c->micro_batch);
+  if (c->grad_accum < 1 || c->grad_accum > 65536)
+    return fimi_fail(err, "train.grad_accum must be in [1, 65536] (got %lld)", (long long)c->grad_accum);
+  if (c->eval_every < 0 || c->save_every < 0 || c->keep_last < 0 || c->eval_max_rows < 0 || c->stop_at_step < 0)
+    return fimi_fail(err, "train.eval_every, save_every, keep_last, eval_max_rows and stop_at_step must be >= 0");
+  if (c->max_nonfinite_in_row < 1) return fimi_fail(err, "train.max_nonfinite_in_row must be >= 1");
+  if (isnan(c->max_grad_norm)) return fimi_fail(err, "train.max_grad_norm is NaN");
+  if (!obj->train_batch || (eval && !obj->eval_batch))
+    return fimi_fail(err, "objective %s lacks a train or eval callback", obj->name ? obj->name : "?");
+  return lr_schedule_validate(&c->schedule, err);
+}
+
+// ---- metrics.jsonl ---------------------------------------------------------------
+
+// After a resume from step S: keep the lines of steps <= S, drop the rest
+// (steps after the checkpoint that a killed run logged), so the file reads
+// as one uninterrupted run.
+static int truncate_metrics(const char *path, int64_t step, FimiError *err) {
+  size_t size = 0;
+  FILE *probe = fopen(path, "rb");
+  if (!probe) return 0;
+  fclose(probe);
+  char *text = file_read_all(path, METRICS_MAX_BYTES, &size, err);
+  if (!text) return -1;
+  char *out = malloc(size + 1);
+  if (!out) {
+    free(text);
+    return fimi_fail(err, "out of memory reading %s", path);
+  }
+  size_t kept = 0;
+  for (char *line = text; line < text + size;) {
+    char *end = memchr(line, '\n', (size_t)(text + size - line));
+    size_t len = end ? (size_t)(end - line) : (size_t)(text + size - line);
+    cJSON *obj = cJSON_ParseWithLength(line, len);
+    const cJSON *s = obj ? cJSON_GetObjectItemCaseSensitive(obj, "step") : NULL;
+    if (cJSON_IsNumber(s) && s->valuedouble <= (double)step) {
+      memcpy(out + kept, line, len);
+      kept += len;
+      out[kept++] = '\n';
+    }
+    cJSON_Delete(obj);
+    line += len + 1;
+  }
+  int rc = file_write_atomic(path, out, kept, err);
+  free(out);
+  free(text);
+  return rc;
+}
+
+typedef struct StepRecord {
+  int64_t step;
+  double loss, lr, grad_norm, tokens_per_s, elapsed, eval_loss;
+  int64_t tokens, loss_tokens, skipped;
+  int step_skipped, clipped;
+} StepRecord;
+
+static int write_metrics(FILE *f, const StepRecord *r, FimiError *err) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", (double)r->step);
+  cJSON_AddNumberToObject(o, "loss", r->loss);  // cJSON writes NaN/inf as null
+  cJSON_AddNumberToObject(o, "lr", r->lr);
+  cJSON_AddNumberToObject(o, "grad_norm", r->grad_norm);
+  cJSON_AddNumberToObject(o, "tokens", (double)r->tokens);
+  cJSON_AddNumberToObject(o, "loss_tokens", (double)r->loss_tokens);
+  cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
+  cJSON_AddNumberToObject(o, "elapsed", r->elapsed);
+  cJSON_AddNumberToObject(o, "skipped", (double)r->skipped);
+  cJSON_AddBoolToObject(o, "step_skipped", r->step_skipped);
+  cJSON_AddBoolToObject(o, "clipped", r->clipped);
+  if (!isnan(r->eval_loss)) cJSON_AddNumberToObject(o, "eval_loss", r->eval_loss);
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!text) return fimi_fail(err, "out of memory writing metrics");
+  int bad = fprintf(f, "%s\n", text) < 0 || fflush(f) != 0;
+  free(text);
+  return bad ? fimi_fail(err, "cannot write metrics.jsonl") : 0;
+}
+
+// ---- evaluation -------------------------------------------------------------------
+
+// Mean loss over the first eval_max_rows rows (all when 0) of the eval set,
+// in order, micro_batch rows at a time; NAN when no row has a loss token.
+static int evaluate(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj, const Dataset *eval,
+                    double *loss, FimiError *err) {
+  int64_t rows = eval->rows;
+  if (c->eval_max_rows > 0 && c->eval_max_rows < rows) rows = c->eval_max_rows;
+  int64_t *idx = fimi_malloc((size_t)c->micro_batch * sizeof *idx, err);
+  if (!idx) return -1;
+  double sum = 0, count = 0;
+  int rc = 0;
+  for (int64_t start = 0; rc == 0 && start < rows; start += c->micro_batch) {
+    int64_t n = rows - start < c->micro_batch ? rows - start : c->micro_batch;
+    for (int64_t i = 0; i < n; i++) idx[i] = start + i;
+    rc = obj->eval_batch(obj->ctx, s->model, eval, idx, n, &sum, &count, err);
+  }
+  free(idx);
+  *loss = count > 0 ? sum / count : NAN;
+  return rc;
+}
+
+// ---- one step ---------------------------------------------------------------------
+
+static int accumulate(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj, const Dataset *train,
+                      DatasetLoader *loader, int64_t *idx, StepRecord *r, FimiError *err) {
+  double weight = 1.0 / (double)c->grad_accum;
+  r->loss = 0;
+  for (int64_t a = 0; a < c->grad_accum; a++) {
+    int64_t count = 0;
+    if (dataset_loader_next(loader, c->micro_batch, idx, &count, NULL, err) != 0) return -1;
+    TrainBatchResult res;
+    if (obj->train_batch(obj->ctx, s->model, train, idx, count, weight, &res, err) != 0)
+      return fimi_fail_wrap(err, "step %lld, micro-batch %lld", (long long)r->step, (long long)a);
+    r->loss += res.loss * weight;
+    r->tokens += res.tokens;
+    r->loss_tokens += res.loss_tokens;
+  }
+  return 0;
+}
+
+// Updates the parameters unless the loss or gradient is not finite; then
+// counts the skip and fails after max_nonfinite_in_row skips in a row.
+static int apply_update(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, StepRecord *r, FimiError *err) {
+  ClipResult clip;
+  if (clip_from_sumsq(train_state_grad_sumsq(s), c->max_grad_norm, &clip, err) != 0) return -1;
+  r->grad_norm = clip.norm;
+  r->clipped = clip.clipped;
+  r->lr = lr_schedule_lr(&c->schedule, (long)(r->step - 1));
+  if (isfinite(r->loss) && clip.finite) {
+    ts->nonfinite_in_row = 0;
+    return train_state_step(s, r->lr, clip.scale, err);
+  }
+  r->step_skipped = 1;
+  ts->skipped++;
+  ts->nonfinite_in_row++;
+  log_warn("step %lld: non-finite %s (loss %g, grad norm %g): update skipped (%lld in a row, %lld in all)",
+           (long long)r->step, isfinite(r->loss) ? "gradient" : "loss", r->loss, clip.norm,
+           (long long)ts->nonfinite_in_row, (long long)ts->skipped);
+  if (ts->nonfinite_in_row >= c->max_nonfinite_in_row)
+    return fimi_fail(err,
+                     "step %lld: %lld steps in a row had a non-finite loss or gradient (train.max_nonfinite_in_row "
+                     "= %lld): the run diverged; lower optim.lr or check the data",
+                     (long long)r->step, (long long)ts->nonfinite_in_row, (long long)c->max_nonfinite_in_row);
+  return 0;
+}
+
+// ---- the run ----------------------------------------------------------------------
+
+static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, Rng *rng, FimiError *err) {
+  memset(ts, 0, sizeof *ts);
+  ts->best_eval = NAN;
+  ts->data_seed = c->data_seed;
+  ts->config_hash = c->config_hash;
+  rng_seed(rng, c->rng_seed);
+  char path[CHECKPOINT_PATH_MAX];
+  int64_t step = 0;
+  const char *dir = c->resume_dir && c->resume_dir[0] ? c->resume_dir : c->out_dir;
+  if (checkpoint_clean_temp(dir, err) < 0) return -1;
+  int found = checkpoint_find_latest(dir, path, sizeof path, &step, err);
+  if (found < 0) return -1;
+  if (!(c->resume_dir && c->resume_dir[0])) {
+    if (found)
+      return fimi_fail(err, "%s already holds checkpoints (%s): resume with --resume %s or pick another train.out_dir",
+                       c->out_dir, path, c->out_dir);
+    return 0;
+  }
+  if (!found) return fimi_fail(err, "--resume %s: no complete checkpoint (step_* with DONE) there", dir);
+  if (checkpoint_load(path, s->model, &s->opt, ts, err) != 0) return fimi_fail_wrap(err, "resuming");
+  if (ts->data_seed != c->data_seed)
+    return fimi_fail(err, "%s: data seed %llu differs from train.seed %llu: the data order would change", path,
+                     (unsigned long long)ts->data_seed, (unsigned long long)c->data_seed);
+  if (ts->config_hash != c->config_hash)
+    log_warn("%s was written with a different training config: continuing with the new one", path);
+  ts->config_hash = c->config_hash;
+  memcpy(rng->state, ts->rng, sizeof rng->state);
+  log_info("resuming from %s (step %lld)", path, (long long)ts->step);
+  return 0;
+}
+
+static int save(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, const Rng *rng, double elapsed,
+                FimiError *err) {
+  memcpy(ts->rng, rng->state, sizeof ts->rng);
+  ts->elapsed = elapsed;
+  return checkpoint_save(c->out_dir, s->model, &s->opt, ts, c->tokenizer_path, (int)c->keep_last, err);
+}
+
+int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj, const Dataset *train,
+              const Dataset *eval, TrainSummary *summary, FimiError *err) {
+  memset(summary, 0, sizeof *summary);
+  summary->eval_loss = NAN;
+  if (validate_config(c, obj, eval, err) != 0) return -1;
+  if (dir_create(c->out_dir, err) != 0) return -1;
+  TrainerState ts;
+  Rng rng;
+  if (start_or_resume(c, s, &ts, &rng, err) != 0) return -1;
+  DatasetLoader loader;
+  if (dataset_loader_init(&loader, train->rows, c->data_seed, 0, 1, c->shuffle, err) != 0) return -1;
+  char metrics_path[CHECKPOINT_PATH_MAX];
+  int64_t *idx = fimi_malloc((size_t)c->micro_batch * sizeof *idx, err);
+  int rc = idx ? 0 : -1;
+  if (rc == 0 && ts.step > 0) rc = dataset_loader_seek(&loader, ts.cursor, err);
+  if (rc == 0) rc = path_join(metrics_path, sizeof metrics_path, c->out_dir, "metrics.jsonl", err);
+  if (rc == 0 && ts.step > 0) rc = truncate_metrics(metrics_path, ts.step, err);
+  FILE *metrics = NULL;
+  if (rc == 0 && !(metrics = fopen(metrics_path, ts.step > 0 ? "ab" : "wb")))
+    rc = fimi_fail(err, "cannot open %s for writing", metrics_path);
+  summary->start_step = summary->end_step = ts.step;
+  double t0 = monotonic_seconds(), elapsed0 = ts.elapsed;
+  Progress progress;
+  // The progress line counts this invocation's steps, so its rate and ETA
+  // are right after a resume too; the label names the resumed step.
+  char label[64] = "train";
+  if (ts.step > 0) snprintf(label, sizeof label, "train (resumed at step %lld)", (long long)ts.step);
+  if (c->progress) progress_start(&progress, label, c->steps - ts.step, stderr);
+  for (int64_t step = ts.step + 1; rc == 0 && step <= c->steps; step++) {
+    double step_t0 = monotonic_seconds();
+    StepRecord r = {.step = step, .eval_loss = NAN};
+    train_state_zero_grad(s);
+    rc = accumulate(c, s, obj, train, &loader, idx, &r, err);
+    if (rc == 0) rc = apply_update(c, s, &ts, &r, err);
+    if (rc != 0) break;
+    ts.step = step;
+    ts.cursor = loader.cursor;
+    ts.tokens_seen += r.tokens;
+    double now = monotonic_seconds();
+    r.tokens_per_s = r.tokens / (now - step_t0 > 1e-9 ? now - step_t0 : 1e-9);
+    r.elapsed = elapsed0 + (now - t0);
+    r.skipped = ts.skipped;
+    // Evaluation does not run at stop_at_step, so a stopped and resumed run
+    // logs exactly what an uninterrupted one does.
+    if (eval && ((c->eval_every > 0 && step % c->eval_every == 0) || step == c->steps)) {
+      if ((rc = evaluate(c, s, obj, eval, &r.eval_loss, err)) != 0) break;
+      summary->eval_loss = r.eval_loss;
+      if (isfinite(r.eval_loss) && !(r.eval_loss >= ts.best_eval)) {
+        ts.best_eval = r.eval_loss;
+        ts.best_eval_step = step;
+      }
+    }
+    if ((rc = write_metrics(metrics, &r, err)) != 0) break;
+    if (summary->end_step == summary->start_step) summary->first_loss = r.loss;
+    summary->last_loss = r.loss;
+    summary->end_step = step;
+    summary->tokens += r.tokens;
+    if (c->progress) {
+      char extra[160];
+      snprintf(extra, sizeof extra, "loss %.4f | lr %.3g | gnorm %.3g%s", r.loss, r.lr, r.grad_norm,
+               isnan(r.eval_loss) ? "" : " | eval");
+      progress_update(&progress, step - summary->start_step, (double)summary->tokens, "tok", extra);
+    }
+    if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || step == c->stop_at_step)
+      rc = save(c, s, &ts, &rng, elapsed0 + (monotonic_seconds() - t0), err);
+    if (step == c->stop_at_step) break;
+  }
+  if (c->progress) progress_finish(&progress);
+  summary->seconds = monotonic_seconds() - t0;
+  summary->tokens_per_s = summary->seconds > 0 ? summary->tokens / summary->seconds : 0;
+  summary->skipped = ts.skipped;
+  if (metrics) fclose(metrics);
+  free(idx);
+  dataset_loader_free(&loader);
+  return rc;
+}

@@ -1,0 +1,69 @@
+// train/loop.h: the one training loop every objective runs through
+// (docs/training.md). Defines TrainLoopConfig, TrainSummary and train_run.
+//
+// Per step: zero the gradients; grad_accum micro-batches of micro_batch rows
+// from the DatasetLoader, each through objective->train_batch with weight
+// 1/grad_accum; global gradient norm and clipping (optim/clip.h); the LR of
+// the step from the schedule (optim/schedule.h, 0-based step); one AdamW
+// update through train/state.h. A non-finite loss or gradient norm skips the
+// update (counted, warned); max_nonfinite_in_row in a row abort the run.
+// Then: a line in OUT/metrics.jsonl, the console progress line, evaluation
+// every eval_every steps, a checkpoint every save_every steps (and at the
+// last step and at stop_at_step), keeping the last keep_last.
+//
+// World 1 only for now: no MPI. A ZeRO-3 version swaps TrainState's
+// functions and all-reduces the gradient sum of squares and the metrics.
+#ifndef FIMI_TRAIN_LOOP_H
+#define FIMI_TRAIN_LOOP_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/objective.h"
+#include "train/state.h"
+
+typedef struct TrainLoopConfig {
+  const char *out_dir;         // metrics.jsonl and step_* checkpoints
+  const char *tokenizer_path;  // copied into each checkpoint ("" / NULL: none)
+  const char *resume_dir;      // non-empty: continue from its newest complete checkpoint
+  int64_t steps;               // total optimizer steps (the schedule's length)
+  int64_t micro_batch;         // rows per micro-batch
+  int64_t grad_accum;          // micro-batches per step
+  double max_grad_norm;        // <= 0: no clipping (norm still reported)
+  int64_t eval_every;          // 0: evaluate only at the end (when an eval set is given)
+  int64_t eval_max_rows;       // 0: the whole eval set
+  int64_t save_every;          // 0: save only at the last step
+  int64_t keep_last;           // complete checkpoints kept (0 = all)
+  int64_t max_nonfinite_in_row;
+  int64_t stop_at_step;        // > 0: stop after this step (saving), schedule unchanged
+  uint64_t data_seed;
+  int shuffle;
+  uint64_t rng_seed;           // the loop's RNG (saved in checkpoints)
+  LrSchedule schedule;
+  uint64_t config_hash;        // stored in checkpoints, compared on resume
+  int progress;                // 1: print the live progress line on stderr
+} TrainLoopConfig;
+
+// Defaults: steps 100, micro_batch 4, grad_accum 1, max_grad_norm 1,
+// eval/save only at the end, keep_last 2, 5 non-finite steps in a row,
+// shuffle with seed 42, constant LR 1e-5.
+void train_loop_config_default(TrainLoopConfig *c);
+
+typedef struct TrainSummary {
+  int64_t start_step;     // 0, or the step resumed from
+  int64_t end_step;       // last step completed
+  int64_t skipped;
+  double first_loss, last_loss;  // of this invocation's first and last steps
+  double eval_loss;       // last evaluation (NAN: none)
+  double tokens_per_s;    // this invocation's tokens / its training seconds
+  int64_t tokens;
+  double seconds;
+} TrainSummary;
+
+int train_run(const TrainLoopConfig *c, TrainState *state, const TrainObjective *obj, const Dataset *train,
+              const Dataset *eval, TrainSummary *summary, FimiError *err);
+
+#endif
