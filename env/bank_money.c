@@ -112,6 +112,8 @@ int bank_rupees_to_paise(double rupees, int64_t *paise, char *why) {
   // distance far below a paisa, reject a real third decimal.
   if (fabs(scaled - rounded) > 1e-6 * (1.0 + fabs(scaled)) || fabs(scaled - rounded) > 1e-3)
     return snprintf(why, 64, "must have at most 2 decimal places"), -1;
+  // A positive amount below half a paisa (1e-9) rounds to 0 paise: refuse it.
+  if (rounded < 1) return snprintf(why, 64, "must be at least Rs 0.01"), -1;
   *paise = (int64_t)rounded;
   return 0;
 }

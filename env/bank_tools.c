@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/utf8.h"
 #include "env/bank_tools_internal.h"
 
 #define TOOL_NAME_MAX 64
@@ -91,6 +92,8 @@ static int check_string(ToolCtx *c, const ToolParam *p, const char *text) {
   if (len > max_len) return tool_error(c, "argument \"%s\" is longer than %zu characters", p->name, max_len);
   for (size_t i = 0; i < len; i++)
     if ((unsigned char)text[i] < 0x20) return tool_error(c, "argument \"%s\" contains control characters", p->name);
+  // Stored text comes back in later results, which must be UTF-8 JSON.
+  if (utf8_first_invalid(text, len) != len) return tool_error(c, "argument \"%s\" is not valid UTF-8", p->name);
   if (p->enum_values && !enum_contains(p->enum_values, text))
     return tool_error(c, "argument \"%s\" must be one of: %s", p->name, p->enum_values);
   return 0;
@@ -173,6 +176,7 @@ static int validate_args(ToolCtx *c, const cJSON *arguments) {
       if (!known) {
         char shown[48];
         snprintf(shown, sizeof shown, "%s", item->string ? item->string : "");
+        shown[utf8_first_invalid(shown, strlen(shown))] = '\0';  // no half character at the cut
         for (char *p = shown; *p; p++)
           if ((unsigned char)*p < 0x20 || *p == '"') *p = '?';
         return tool_error(c, "%s has no argument \"%s\"", t->name, shown);
@@ -256,7 +260,11 @@ int env_tool_call(BankEpisode *ep, const char *name, const cJSON *arguments, Too
   c->def = tool_at(index, NULL);
   int ok = 0;
   if (!c->def) {
-    tool_error(c, "unknown tool \"%.64s\"; the catalog lists the available tools", name ? name : "");
+    // Quote at most 64 bytes, cut before any invalid or half character.
+    size_t shown = 0;
+    while (name && shown < TOOL_NAME_MAX && name[shown]) shown++;
+    shown = name ? utf8_first_invalid(name, shown) : 0;
+    tool_error(c, "unknown tool \"%.*s\"; the catalog lists the available tools", (int)shown, name ? name : "");
     for (char *p = c->error; *p; p++)
       if ((unsigned char)*p < 0x20) *p = '?';
   } else if (validate_args(c, arguments) == 0) {

@@ -203,7 +203,7 @@ static int transfer_funds(ToolCtx *c) {
   // charge only for a transfer that will then go through.
   if (require_debitable(c, &from, amount + charge + gst) != 0) return -1;
   if (require_confirmation(c, charge + gst, "this IMPS transfer") != 0) return -1;
-  char transfer_id[BANK_ID_MAX], txn[BANK_ID_MAX], description[96], mode_upper[8];
+  char transfer_id[BANK_ID_MAX], txn[BANK_ID_MAX] = "", description[96], mode_upper[8];
   snprintf(mode_upper, sizeof mode_upper, "%s", mode);
   for (char *p = mode_upper; *p; p++) *p = (char)(*p - 32);
   snprintf(description, sizeof description, "%s transfer to %s", mode_upper, to_account);
@@ -233,7 +233,7 @@ static int transfer_between_own_accounts(ToolCtx *c) {
   if (strcmp(from.id, to.id) == 0) return tool_error(c, "from_account and to_account are the same");
   if (strcmp(to.status, "active") != 0) return tool_error(c, "account %s is %s; credits are not allowed", to.id, to.status);
   if (require_debitable(c, &from, amount) != 0) return -1;
-  char transfer_id[BANK_ID_MAX], txn[BANK_ID_MAX];
+  char transfer_id[BANK_ID_MAX], txn[BANK_ID_MAX] = "";
   if (new_id(c, "transfer", transfer_id) != 0 ||
       post_entry(c, from.id, 0, amount, "internal", "Transfer to own account", to.id, txn) != 0 ||
       post_entry(c, to.id, 1, amount, "internal", "Transfer from own account", from.id, NULL) != 0 ||

@@ -4,7 +4,8 @@
 // customers' ids answer "not found" and their data never changes); the
 // charge-confirmation gate in both modes; the call log; determinism (same
 // calls -> same results and bytes); PRAGMA integrity_check after random call
-// sequences. Expected amounts are worked out from the published terms (and
+// sequences; cases found by tests/fuzz/fuzz_env_tools.c (UTF-8 in results,
+// amounts below one paisa). Expected amounts are worked out from the published terms (and
 // Python for the compounding), never read back from the code under test.
 #include <math.h>
 #include <stdarg.h>
@@ -1049,6 +1050,90 @@ static void test_random_sequences(void) {
   bank_episode_close(b);
 }
 
+// ---- cases found by tests/fuzz/fuzz_env_tools.c ------------------------------------
+
+// Independent strict UTF-8 check (no overlongs, surrogates or > U+10FFFF).
+static int is_utf8(const char *s) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (size_t i = 0; u[i];) {
+    unsigned c = u[i];
+    size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (k == 0) return 0;
+    unsigned cp = k == 1 ? c : c & (0x7F >> k);
+    for (size_t j = 1; j < k; j++) {
+      if ((u[i + j] & 0xC0) != 0x80) return 0;
+      cp = (cp << 6) | (u[i + j] & 0x3F);
+    }
+    if (cp < (k == 2 ? 0x80u : k == 3 ? 0x800u : k == 4 ? 0x10000u : 0u) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return 0;
+    i += k;
+  }
+  return 1;
+}
+
+// Tool results go back to the model and to MCP clients as JSON text, which
+// must be UTF-8. The fuzzer found (1) string arguments with invalid UTF-8
+// were stored (update_address) and echoed by later results, and (2) a valid
+// multi-byte character cut in half where an error quotes the first 64 bytes
+// of an unknown tool name or 47 of an unknown argument name.
+static void test_fuzz_utf8(void) {
+  BankEpisode *ep = scenario(1);
+  cJSON *args = cJSON_CreateObject();
+  cJSON_AddStringToObject(args, "address_line", "12 \xFE\xBA Lane");  // invalid bytes, no NUL
+  cJSON_AddStringToObject(args, "city", "Mumbai");
+  cJSON_AddStringToObject(args, "pincode", "400001");
+  cJSON_AddStringToObject(args, "proof_document", "passport");
+  ToolResult r;
+  int ok = env_tool_call(ep, "update_address", args, &r);
+  CHECK(!ok && r.text && strstr(r.text, "UTF-8") && is_utf8(r.text), "invalid UTF-8 argument refused: %s",
+        r.text ? r.text : "(null)");
+  tool_result_free(&r);
+  cJSON_Delete(args);
+  cJSON *profile = OK("get_customer_profile", NULL);
+  CHECK(strcmp(str(profile, "address_line"), "12 \xFE\xBA Lane") != 0, "the bad address was not stored");
+  DONE(profile);
+  char name[80];
+  memset(name, 'a', 63);
+  snprintf(name + 63, sizeof name - 63, "\xC3\xA9tool");  // "e-acute" spans bytes 63-64
+  env_tool_call(ep, name, NULL, &r);
+  CHECK(r.text && strstr(r.text, "unknown tool") && is_utf8(r.text), "unknown long name: valid UTF-8 error: %s",
+        r.text ? r.text : "(null)");
+  tool_result_free(&r);
+  char key[80];
+  memset(key, 'k', 46);
+  snprintf(key + 46, sizeof key - 46, "\xC3\xA9xyz");  // spans bytes 46-47 of the 47 quoted
+  args = cJSON_CreateObject();
+  cJSON_AddStringToObject(args, key, "1");
+  env_tool_call(ep, "list_accounts", args, &r);
+  CHECK(r.text && strstr(r.text, "has no argument") && is_utf8(r.text), "unknown long key: valid UTF-8 error: %s",
+        r.text ? r.text : "(null)");
+  tool_result_free(&r);
+  cJSON_Delete(args);
+  bank_episode_close(ep);
+}
+
+// The fuzzer found a positive amount too small for one paisa (1e-71, 1e-9)
+// accepted as 0 paise: transfer_funds then "completed" a transfer of Rs 0
+// and returned an uninitialized reference (stack bytes) because no ledger
+// entry was posted. Amounts must be at least one paisa.
+static void test_fuzz_tiny_amount(void) {
+  BankEpisode *ep = scenario(1);
+  int64_t before = balance(ep, "SB0000000001");
+  int calls = (int)sql_int(ep, "SELECT count(*) FROM transfers");
+  ERR("transfer_funds", "{'from_account': 'SB0000000001', 'beneficiary_id': 'BENOLD1', 'amount': 1e-71, 'mode': 'upi'}",
+      "at least Rs 0.01");
+  ERR("transfer_between_own_accounts", "{'from_account': 'SB0000000001', 'to_account': 'CA0000000002', 'amount': 1e-9}",
+      "at least Rs 0.01");
+  ERR("calculate_emi", "{'principal_amount': 0.000000001, 'annual_rate_percent': 10, 'tenure_months': 12}",
+      "at least Rs 0.01");
+  CHECK(balance(ep, "SB0000000001") == before && sql_int(ep, "SELECT count(*) FROM transfers") == calls,
+        "no transfer of Rs 0 was booked");
+  DONE(OK("transfer_between_own_accounts", "{'from_account': 'SB0000000001', 'to_account': 'CA0000000002', 'amount': 0.01}"));
+  CHECK(balance(ep, "SB0000000001") == before - 1, "one paisa is the smallest amount");
+  bank_episode_close(ep);
+}
+
 int main(void) {
   FimiError err = {0};
   if (bank_image_build(1, &image, &err) != 0) {
@@ -1069,6 +1154,8 @@ int main(void) {
   test_services();
   test_conversation_confirmation();
   test_random_sequences();
+  test_fuzz_utf8();
+  test_fuzz_tiny_amount();
   kb_free(kb);
   bank_image_free(&image);
   TEST_MAIN_END();

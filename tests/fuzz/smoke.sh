@@ -14,6 +14,7 @@ TARGETS=(
   "fuzz_config_json:config.dict:$dir/seeds/config"
   "fuzz_tokenizer_json:tokenizer.dict:$dir/seeds/tokenizer"
   "fuzz_toolcall:toolcall.dict:tests/fuzz/seeds/toolcall"
+  "fuzz_env_tools:env_tools.dict:tests/fuzz/seeds/env_tools"
 )
 names=()
 for entry in "${TARGETS[@]}"; do names+=("${entry%%:*}"); done
