@@ -313,15 +313,10 @@ static int raise_dispute(ToolCtx *c) {
 }
 
 static int get_dispute_status(ToolCtx *c) {
-  cJSON *row = NULL;
-  int found = tq_object(c, &row, "SELECT dispute_id, txn_id AS transaction_id, reason, reported_on, status,"
-                                 " customer_liability FROM disputes WHERE dispute_id = ? AND customer_id = ?",
-                        "ss", arg_text(c, "dispute_id"), c->ep->customer_id);
-  if (found < 0) return -1;
-  if (!found) return tool_error(c, "dispute %s was not found for this customer", arg_text(c, "dispute_id"));
-  cJSON_Delete(c->result);
-  c->result = row;
-  return 0;
+  return tq_result_owned_row(c,
+                             "SELECT dispute_id, txn_id AS transaction_id, reason, reported_on, status, customer_liability"
+                             " FROM disputes WHERE dispute_id = ? AND customer_id = ?",
+                             "dispute_id", "dispute");
 }
 
 #define P_ACCOUNT(name, what) {name, PT_STRING, 1, what, NULL, 0, 0, 20}

@@ -100,6 +100,11 @@ int tq_text(ToolCtx *c, char *out, size_t size, const char *sql, const char *typ
 // returns 1 and *out when a row exists, 0 when none, -1 on error.
 cJSON *tq_rows(ToolCtx *c, const char *sql, const char *types, ...);
 int tq_object(ToolCtx *c, cJSON **out, const char *sql, const char *types, ...);
+// The result becomes the one row `sql` selects; sql takes two parameters,
+// the id in argument `id_arg` and the authenticated customer (so another
+// customer's id reads as not found, like a wrong id). `what` names the
+// object in the error ("dispute").
+int tq_result_owned_row(ToolCtx *c, const char *sql, const char *id_arg, const char *what);
 
 // ---- result helpers ----
 void put_text(ToolCtx *c, const char *key, const char *value);

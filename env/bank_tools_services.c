@@ -62,15 +62,10 @@ static int create_service_request(ToolCtx *c) {
 }
 
 static int get_service_request_status(ToolCtx *c) {
-  cJSON *row = NULL;
-  int found = tq_object(c, &row, "SELECT request_id, category, account_id, description, created_on, status, resolution"
-                                 " FROM service_requests WHERE request_id = ? AND customer_id = ?",
-                        "ss", arg_text(c, "request_id"), c->ep->customer_id);
-  if (found < 0) return -1;
-  if (!found) return tool_error(c, "service request %s was not found for this customer", arg_text(c, "request_id"));
-  cJSON_Delete(c->result);
-  c->result = row;
-  return 0;
+  return tq_result_owned_row(c,
+                             "SELECT request_id, category, account_id, description, created_on, status, resolution"
+                             " FROM service_requests WHERE request_id = ? AND customer_id = ?",
+                             "request_id", "service request");
 }
 
 static int transfer_to_human_agent(ToolCtx *c) {
@@ -128,15 +123,10 @@ static int file_insurance_claim(ToolCtx *c) {
 }
 
 static int get_claim_status(ToolCtx *c) {
-  cJSON *row = NULL;
-  int found = tq_object(c, &row, "SELECT claim_id, policy_id, claim_amount_paise, incident_date, filed_on, status"
-                                 " FROM insurance_claims WHERE claim_id = ? AND customer_id = ?",
-                        "ss", arg_text(c, "claim_id"), c->ep->customer_id);
-  if (found < 0) return -1;
-  if (!found) return tool_error(c, "claim %s was not found for this customer", arg_text(c, "claim_id"));
-  cJSON_Delete(c->result);
-  c->result = row;
-  return 0;
+  return tq_result_owned_row(c,
+                             "SELECT claim_id, policy_id, claim_amount_paise, incident_date, filed_on, status"
+                             " FROM insurance_claims WHERE claim_id = ? AND customer_id = ?",
+                             "claim_id", "claim");
 }
 
 typedef struct SchemeCheck {

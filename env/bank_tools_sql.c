@@ -214,6 +214,16 @@ int tq_object(ToolCtx *c, cJSON **out, const char *sql, const char *types, ...) 
   return found;
 }
 
+int tq_result_owned_row(ToolCtx *c, const char *sql, const char *id_arg, const char *what) {
+  cJSON *row = NULL;
+  int found = tq_object(c, &row, sql, "ss", arg_text(c, id_arg), c->ep->customer_id);
+  if (found < 0) return -1;
+  if (!found) return tool_error(c, "%s %s was not found for this customer", what, arg_text(c, id_arg));
+  cJSON_Delete(c->result);
+  c->result = row;
+  return 0;
+}
+
 // ---- result helpers ---------------------------------------------------------------
 
 void put_text(ToolCtx *c, const char *key, const char *value) {
