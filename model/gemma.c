@@ -220,8 +220,10 @@ static int ensure_grad_scratch(GemmaModel *model, FimiError *err) {
 // ---------------------------------------------------------------------------
 // Forward
 
-// One decoder layer: h_out = layer(h_in), saving internals into a.
-static void layer_forward(GemmaModel *model, int l, LayerActs *a, const float *h_in, float *h_out, int B, int T) {
+// One decoder layer: h_out = layer(h_in) with parameters w (layer_numel),
+// saving internals into a.
+static void layer_forward(GemmaModel *model, int l, const float *w, LayerActs *a, const float *h_in, float *h_out,
+                          int B, int T) {
   const GemmaConfig *cfg = &model->config;
   int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
   int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
@@ -230,7 +232,6 @@ static void layer_forward(GemmaModel *model, int l, LayerActs *a, const float *h
   gemma_layer_offsets(cfg, &off);
   GemmaAttnSpec spec;
   gemma_attn_spec(cfg, l, &spec);
-  const float *w = model->layers[l];
   const int *pos = model->acts->positions;
 
   // attention block: h_mid = h_in + post_attention_layernorm(o_proj(attn(input_layernorm(h_in))))
@@ -288,9 +289,48 @@ static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *tar
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// Layer hooks (gemma.h): where each layer's parameters and gradients come
+// from. Without hooks, the model's own buffers.
+
+static int hook_before_forward(GemmaModel *model, int l, const float **w, FimiError *err) {
+  const GemmaLayerHooks *h = model->hooks;
+  *w = model->layers[l];
+  if (h && h->before_forward && h->before_forward(h->ctx, l, w, err) != 0)
+    return fimi_fail_wrap(err, "layer %d: before_forward hook", l);
+  if (!*w) return fimi_fail(err, "layer %d: no parameters (freed, and no hook supplies them)", l);
+  return 0;
+}
+
+static int hook_after_forward(GemmaModel *model, int l, FimiError *err) {
+  const GemmaLayerHooks *h = model->hooks;
+  if (h && h->after_forward && h->after_forward(h->ctx, l, err) != 0)
+    return fimi_fail_wrap(err, "layer %d: after_forward hook", l);
+  return 0;
+}
+
+static int hook_before_backward(GemmaModel *model, int l, const float **w, float **g, FimiError *err) {
+  const GemmaLayerHooks *h = model->hooks;
+  *w = model->layers[l];
+  *g = model->layers_grad[l];
+  if (h && h->before_backward && h->before_backward(h->ctx, l, w, g, err) != 0)
+    return fimi_fail_wrap(err, "layer %d: before_backward hook", l);
+  if (!*w || !*g) return fimi_fail(err, "layer %d: no parameters or gradient buffer for the backward", l);
+  return 0;
+}
+
+static int hook_after_backward(GemmaModel *model, int l, FimiError *err) {
+  const GemmaLayerHooks *h = model->hooks;
+  if (h && h->after_backward && h->after_backward(h->ctx, l, err) != 0)
+    return fimi_fail_wrap(err, "layer %d: after_backward hook", l);
+  return 0;
+}
+
 // Everything before the LM head: saves the batch, runs embedding, layers and
 // the final norm into acts->final_norm (N, C). Activations must hold N rows.
-static void forward_to_final_norm(GemmaModel *model, const int *tokens, const int *targets, int B, int T) {
+// Fails only when a layer hook fails.
+static int forward_to_final_norm(GemmaModel *model, const int *tokens, const int *targets, int B, int T,
+                                 FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   GemmaActivations *acts = model->acts;
   int N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
@@ -303,10 +343,15 @@ static void forward_to_final_norm(GemmaModel *model, const int *tokens, const in
   const float *wte = model->globals;                                // (V, C)
   const float *norm_w = model->globals + (size_t)V * C;             // (C)
   embedding_forward(residual_at(acts, cfg, 0), tokens, wte, N, C, gemma_embed_scale(cfg));
-  for (int l = 0; l < L; l++)
-    layer_forward(model, l, layer_set(acts, l), residual_at(acts, cfg, l), residual_at(acts, cfg, l + 1), B, T);
+  for (int l = 0; l < L; l++) {
+    const float *w;
+    if (hook_before_forward(model, l, &w, err) != 0) return -1;
+    layer_forward(model, l, w, layer_set(acts, l), residual_at(acts, cfg, l), residual_at(acts, cfg, l + 1), B, T);
+    if (hook_after_forward(model, l, err) != 0) return -1;
+  }
   rmsnorm_forward(acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
                   (float)cfg->rms_norm_eps);
+  return 0;
 }
 
 // Records that the activations hold a complete forward of B x T, which a
@@ -324,7 +369,7 @@ int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int 
   if (check_batch(cfg, tokens, targets, B, T, err) != 0) return -1;
   if (ensure_activations(model, B * T, err) != 0) return -1;
   GemmaActivations *acts = model->acts;
-  forward_to_final_norm(model, tokens, targets, B, T);
+  if (forward_to_final_norm(model, tokens, targets, B, T, err) != 0) return -1;
   lm_head_logprob_forward(logprobs, acts->lm_lse, acts->final_norm, model->globals, acts->targets, B * T,
                           cfg->hidden_size, cfg->vocab_size, (float)cfg->final_logit_softcapping);
   mark_forward_done(acts, B, T);
@@ -334,9 +379,11 @@ int gemma_forward(GemmaModel *model, const int *tokens, const int *targets, int 
 // ---------------------------------------------------------------------------
 // Backward
 
-// Backward through layer l. dres (N, C): on entry the gradient wrt the
-// layer's output, on exit wrt its input h_in. Parameter grads accumulate.
-static void layer_backward(GemmaModel *model, int l, const LayerActs *a, const float *h_in, int B, int T) {
+// Backward through layer l with parameters w. dres (N, C): on entry the
+// gradient wrt the layer's output, on exit wrt its input h_in. Parameter
+// grads accumulate into g (layer_numel).
+static void layer_backward(GemmaModel *model, int l, const float *w, float *g, const LayerActs *a, const float *h_in,
+                           int B, int T) {
   const GemmaConfig *cfg = &model->config;
   GemmaActivations *acts = model->acts;
   int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
@@ -346,8 +393,6 @@ static void layer_backward(GemmaModel *model, int l, const LayerActs *a, const f
   gemma_layer_offsets(cfg, &off);
   GemmaAttnSpec spec;
   gemma_attn_spec(cfg, l, &spec);
-  const float *w = model->layers[l];
-  float *g = model->layers_grad[l];
   const int *pos = acts->positions;
   float *dres = acts->dres, *dA = acts->dA, *dB = acts->dB;
 
@@ -388,8 +433,8 @@ static void layer_backward(GemmaModel *model, int l, const LayerActs *a, const f
 // Backward from the final norm's output down to the embedding, for the last
 // forward: acts->dA (N, C) holds d/d final_norm (the LM head's dhidden) on
 // entry. Parameter grads accumulate; the LM head has already added its part
-// of the tied embedding's gradient.
-static void backward_from_final_norm(GemmaModel *model) {
+// of the tied embedding's gradient. Fails only when a layer hook fails.
+static int backward_from_final_norm(GemmaModel *model, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   GemmaActivations *acts = model->acts;
   int B = acts->B, T = acts->T, N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
@@ -403,11 +448,16 @@ static void backward_from_final_norm(GemmaModel *model) {
     // Recompute the layer's internals from its saved input. Same ops, same
     // inputs: bitwise the values the forward had. The output (already in
     // residual l+1) goes to dB, which is free here.
-    if (acts->forward_recompute) layer_forward(model, l, a, h_in, acts->dB, B, T);
-    layer_backward(model, l, a, h_in, B, T);
+    const float *w;
+    float *g;
+    if (hook_before_backward(model, l, &w, &g, err) != 0) return -1;
+    if (acts->forward_recompute) layer_forward(model, l, w, a, h_in, acts->dB, B, T);
+    layer_backward(model, l, w, g, a, h_in, B, T);
+    if (hook_after_backward(model, l, err) != 0) return -1;
   }
   // The tied embedding gets the input-side gradient on top of the LM head's.
   embedding_backward(dwte, acts->dres, acts->tokens, N, C, gemma_embed_scale(cfg));
+  return 0;
 }
 
 int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err) {
@@ -420,8 +470,7 @@ int gemma_backward(GemmaModel *model, const float *dlogprobs, FimiError *err) {
   // LM head: recomputes each block's logits from the saved lse
   lm_head_logprob_backward(acts->dA, model->globals_grad, dlogprobs, acts->final_norm, model->globals, acts->targets,
                            acts->lm_lse, N, cfg->hidden_size, cfg->vocab_size, (float)cfg->final_logit_softcapping);
-  backward_from_final_norm(model);
-  return 0;
+  return backward_from_final_norm(model, err);
 }
 
 int gemma_forward_backward(GemmaModel *model, const int *tokens, const int *targets, int B, int T,
@@ -433,12 +482,11 @@ int gemma_forward_backward(GemmaModel *model, const int *tokens, const int *targ
   // activations first: growing them frees the backward scratch
   if (ensure_activations(model, B * T, err) != 0 || ensure_grad_scratch(model, err) != 0) return -1;
   GemmaActivations *acts = model->acts;
-  forward_to_final_norm(model, tokens, targets, B, T);
+  if (forward_to_final_norm(model, tokens, targets, B, T, err) != 0) return -1;
   // LM head forward and backward per block of rows: dA = d/d final_norm
   lm_head_logprob_forward_backward(logprobs, acts->lm_lse, acts->dA, model->globals_grad, dlogprobs, acts->final_norm,
                                    model->globals, acts->targets, B * T, cfg->hidden_size, cfg->vocab_size,
                                    (float)cfg->final_logit_softcapping);
   mark_forward_done(acts, B, T);
-  backward_from_final_norm(model);
-  return 0;
+  return backward_from_final_norm(model, err);
 }

@@ -45,6 +45,33 @@ typedef struct GemmaTensor {
 
 typedef struct GemmaActivations GemmaActivations;  // defined in gemma.c
 
+// Per-layer hooks (docs/model.md, "Layer hooks"): let a caller that keeps the
+// layer parameters elsewhere (ZeRO-3 in dist/zero3.c keeps only a shard per
+// rank) hand each layer its parameters just before the layer runs and take
+// its gradient right after the layer's backward. Generic callbacks: model/
+// knows nothing of MPI. With model->hooks == NULL (the default) nothing
+// changes. Any callback may be NULL; a non-zero return aborts the pass with
+// the callback's error.
+//   before_forward(l, &params): before layer l's forward. *params starts as
+//     model->layers[l]; the hook may point it at a full layer buffer
+//     (layer_numel floats) that stays valid until after_forward(l).
+//   after_forward(l): layer l's forward is done with *params.
+//   before_backward(l, &params, &grads): before layer l's backward, and
+//     before its recompute when recompute = 1 (before_forward is not called
+//     for the recompute). *params as above; *grads starts as model->layers_grad[l]
+//     and may point at a layer buffer the backward accumulates into. Both
+//     stay valid until after_backward(l).
+//   after_backward(l): layer l's gradient is complete for this backward.
+// Forward runs layers 0..L-1, backward L-1..0. The globals (embedding, final
+// norm) and their gradients always come from model->globals(_grad).
+typedef struct GemmaLayerHooks {
+  void *ctx;
+  int (*before_forward)(void *ctx, int layer, const float **params, FimiError *err);
+  int (*after_forward)(void *ctx, int layer, FimiError *err);
+  int (*before_backward)(void *ctx, int layer, const float **params, float **grads, FimiError *err);
+  int (*after_backward)(void *ctx, int layer, FimiError *err);
+} GemmaLayerHooks;
+
 typedef struct GemmaModel {
   GemmaConfig config;
   // Parameters: globals then layers.
@@ -61,6 +88,7 @@ typedef struct GemmaModel {
   // Forward/backward state (allocated lazily for the largest B*T seen).
   GemmaActivations *acts;
   int recompute;           // 1: keep only layer inputs, recompute inside backward
+  const GemmaLayerHooks *hooks;  // NULL: parameters from layers[], grads to layers_grad[]
 } GemmaModel;
 
 int gemma_model_create(GemmaModel *model, const GemmaConfig *cfg, FimiError *err);

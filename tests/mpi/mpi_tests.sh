@@ -5,6 +5,11 @@
 #              run on every rank), roles, invalid role layouts, MPI errors.
 #   agree      the same global reduction at world 1, 2 and 4 agrees to 1e-5.
 #   singleton  the program without mpirun (Open MPI singleton, world 1).
+# Usage: mpi_tests.sh PATH/TO/zero3_test zero3 PRESET RECOMPUTE | zero3-memory PRESET
+#   zero3         ZeRO-3 training at world 1, 2, 4 on the same units: losses
+#                 and final weights agree to 1e-5; world 1 with one unit per
+#                 step equals the plain model + AdamW path bitwise.
+#   zero3-memory  peak memory per rank at world 1, 2, 4 vs the formula.
 # Open MPI refuses root and more ranks than cores unless told: CI is both.
 set -uo pipefail
 BIN="$1"
@@ -37,6 +42,20 @@ case "$MODE" in
     cp "$WORK/global4" "$WORK/global4a"
     run 4 global "$WORK/global4"
     cmp -s "$WORK/global4" "$WORK/global4a" || { echo "FAIL: world 4 global sum differs between runs"; failures=$((failures + 1)); }
+    ;;
+  zero3)
+    # units of 1 row: world 1 runs 4 per step, world 2 two, world 4 one
+    for np in 1 2 4; do run "$np" train "$3" "$4" 1 "$WORK/zero$np"; done
+    "$BIN" compare 1e-5 "$3" "$WORK/zero1" "$WORK/zero2" "$WORK/zero4" || failures=$((failures + 1))
+    # one unit of the whole batch at world 1: bitwise the plain path
+    run 1 train "$3" "$4" 4 "$WORK/zero1b"
+    # units of 2 rows at world 2 (one call each) vs world 1 (two calls)
+    run 1 train "$3" "$4" 2 "$WORK/zero1u2"
+    run 2 train "$3" "$4" 2 "$WORK/zero2u2"
+    "$BIN" compare 1e-5 "$3" "$WORK/zero1u2" "$WORK/zero2u2" || failures=$((failures + 1))
+    ;;
+  zero3-memory)
+    for np in 1 2 4; do run "$np" memory "$3" 2; done
     ;;
   singleton)
     for mode in roles roles-invalid errors; do
