@@ -81,7 +81,10 @@ void geglu_backward(float *dgate, float *dup, const float *dout, const float *ga
 // the working dtype by the caller (fp32 on CPU, bf16 on CUDA), as HF does.
 void embedding_forward(float *out, const int *tokens, const float *wte, int N, int C, float scale);
 // dwte (V, C) accumulated, deterministically (fixed order per token row).
-void embedding_backward(float *dwte, const float *dout, const int *tokens, int N, int C, float scale);
+// The row of padding_idx gets no gradient (nn.Embedding(padding_idx) in HF
+// Gemma: its pad row stays as initialized); padding_idx < 0: none.
+void embedding_backward(float *dwte, const float *dout, const int *tokens, int N, int C, float scale,
+                        int padding_idx);
 
 // ---- fused LM head + optional final softcap + log-softmax + gather ----
 // hidden (N, C) (after the final norm), wte (V, C) tied head, targets (N).

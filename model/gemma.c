@@ -456,7 +456,7 @@ static int backward_from_final_norm(GemmaModel *model, FimiError *err) {
     if (hook_after_backward(model, l, err) != 0) return -1;
   }
   // The tied embedding gets the input-side gradient on top of the LM head's.
-  embedding_backward(dwte, acts->dres, acts->tokens, N, C, gemma_embed_scale(cfg));
+  embedding_backward(dwte, acts->dres, acts->tokens, N, C, gemma_embed_scale(cfg), cfg->pad_token_id);
   return 0;
 }
 

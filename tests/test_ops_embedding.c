@@ -44,7 +44,7 @@ static void check_embedding(Rng *rng, int N, int C, int V) {
   float *dwte_base = random_floats(rng, n_wte, 0.1f), *dwte = malloc(sizeof(float) * n_wte);
   memcpy(dwte, dwte_base, sizeof(float) * n_wte);
   embedding_forward(out, tokens, wte, N, C, scale);
-  embedding_backward(dwte, g, tokens, N, C, scale);
+  embedding_backward(dwte, g, tokens, N, C, scale, -1);
   float *dwte_acc = malloc(sizeof(float) * n_wte);  // the accumulated part
   for (long i = 0; i < n_wte; i++) dwte_acc[i] = dwte[i] - dwte_base[i];
 
@@ -64,12 +64,27 @@ static void check_embedding(Rng *rng, int N, int C, int V) {
   memcpy(dw3, dwte_base, sizeof(float) * n_wte);
   int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  embedding_backward(dw1, g, tokens, N, C, scale);
+  embedding_backward(dw1, g, tokens, N, C, scale, -1);
   omp_set_num_threads(3);
-  embedding_backward(dw3, g, tokens, N, C, scale);
+  embedding_backward(dw3, g, tokens, N, C, scale, -1);
   omp_set_num_threads(threads);
   CHECK(memcmp(dw1, dw3, sizeof(float) * n_wte) == 0 && memcmp(dw1, dwte, sizeof(float) * n_wte) == 0,
         "embedding_backward depends on thread count");
+
+  // padding_idx (HF nn.Embedding(padding_idx)): that row gets no gradient,
+  // every other row exactly what it got without it.
+  int pad = tokens[0];
+  float *dwp = malloc(sizeof(float) * n_wte);
+  memcpy(dwp, dwte_base, sizeof(float) * n_wte);
+  embedding_backward(dwp, g, tokens, N, C, scale, pad);
+  int pad_ok = 1;
+  for (int v = 0; v < V; v++)
+    for (int c = 0; c < C; c++) {
+      long i = (long)v * C + c;
+      pad_ok &= v == pad ? dwp[i] == dwte_base[i] : dwp[i] == dwte[i];
+    }
+  CHECK(pad_ok, "embedding_backward with padding_idx %d: pad row untouched, the rest unchanged", pad);
+  free(dwp);
 
   free(tokens), free(wte), free(g), free(out), free(dwte_base), free(dwte), free(dwte_acc), free(dw1), free(dw3);
   free(ref.wte), free(ref.g), free(ref_out);

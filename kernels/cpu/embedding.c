@@ -28,7 +28,8 @@ void embedding_forward(float *out, const int *tokens, const float *wte, int N, i
 
 // dwte[tokens[n]] += dout[n] * scale, accumulated.
 // dwte (V, C), dout (N, C), tokens (N)
-void embedding_backward(float *dwte, const float *dout, const int *tokens, int N, int C, float scale) {
+void embedding_backward(float *dwte, const float *dout, const int *tokens, int N, int C, float scale,
+                        int padding_idx) {
   if (!dwte) return;
   int tiles = (C + EMBEDDING_COL_TILE - 1) / EMBEDDING_COL_TILE;
 #pragma omp parallel for schedule(static)
@@ -36,7 +37,7 @@ void embedding_backward(float *dwte, const float *dout, const int *tokens, int N
     int c0 = t * EMBEDDING_COL_TILE;
     int c1 = c0 + EMBEDDING_COL_TILE < C ? c0 + EMBEDDING_COL_TILE : C;
     for (int n = 0; n < N; n++) {
-      if (tokens[n] < 0) continue;
+      if (tokens[n] < 0 || tokens[n] == padding_idx) continue;
       float *dw = dwte + (long)tokens[n] * C;  // (C)
       const float *d = dout + (long)n * C;     // (C)
       for (int c = c0; c < c1; c++) dw[c] += d[c] * scale;
