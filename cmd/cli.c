@@ -36,7 +36,7 @@ static const ConfigField dist_fields[] = {
 static const ConfigField train_fields[] = {
     {"train", "init", CONFIG_STRING, "", "the model to start from: a directory written by fimi init (or a checkpoint)"},
     {"train", "out_dir", CONFIG_STRING, "run", "metrics.jsonl and step_* checkpoints go here"},
-    {"train", "objective", CONFIG_STRING, "sft", "the loss: sft (masked token cross-entropy)"},
+    {"train", "objective", CONFIG_STRING, "sft", "the loss: sft (masked token cross-entropy) or dpo ([dpo] section)"},
     {"train", "steps", CONFIG_INT, "100", "total optimizer steps (the LR schedule's length)"},
     {"train", "micro_batch", CONFIG_INT, "4", "rows per micro-batch"},
     {"train", "grad_accum", CONFIG_INT, "1", "micro-batches per optimizer step"},
@@ -70,6 +70,16 @@ static const ConfigField data_fields[] = {
     {"data", "train", CONFIG_STRING, "", "HDF5 dataset from fimi data tokenize (required for training)"},
     {"data", "eval", CONFIG_STRING, "", "held-out HDF5 dataset for the eval loss (optional)"},
     {"data", "shuffle", CONFIG_BOOL, "true", "shuffle rows each epoch (deterministic per train.seed)"},
+};
+
+// DPO (dpo/, docs/dpo.md): read when train.objective = dpo.
+static const ConfigField dpo_fields[] = {
+    {"dpo", "beta", CONFIG_FLOAT, "0.1", "DPO temperature beta (> 0)"},
+    {"dpo", "loss", CONFIG_STRING, "sigmoid", "sigmoid, ipo or hinge (TRL's loss_type)"},
+    {"dpo", "reference", CONFIG_STRING, "precomputed", "precomputed (ref_logp_* in the datasets, computed by fimi train "
+     "when missing) or model (a frozen copy of train.init in memory)"},
+    {"dpo", "monitor_margin", CONFIG_FLOAT, "5.0", "divergence monitor: warn when rewards/margins stays above this"},
+    {"dpo", "monitor_window", CONFIG_INT, "10", "divergence monitor: ... for this many consecutive steps"},
 };
 
 const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err) {
@@ -146,6 +156,7 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
   if (config_add_fields(&opts->config, train_fields, sizeof train_fields / sizeof train_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, optim_fields, sizeof optim_fields / sizeof optim_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, data_fields, sizeof data_fields / sizeof data_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, dpo_fields, sizeof dpo_fields / sizeof dpo_fields[0], err) != 0) return -1;
   if (opts->config_path && config_load_file(&opts->config, opts->config_path, err) != 0) return -1;
   for (int i = 0; i < opts->num_overrides; i++)
     if (config_apply_override(&opts->config, opts->overrides[i], err) != 0) return -1;

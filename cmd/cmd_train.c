@@ -1,7 +1,9 @@
 // cmd/cmd_train.c: `fimi train`: reads the [train] [optim] [data] [model]
 // config, loads the initial model and the HDF5 datasets, builds the
-// objective (SFT today) and runs train/loop.h, optionally resuming from the
-// newest complete checkpoint of a run directory (docs/training.md).
+// objective (SFT, or DPO with its [dpo] section and reference pass) and runs
+// train/loop.h, optionally resuming from the newest complete checkpoint of a
+// run directory (docs/training.md, docs/dpo.md). --dry-run validates the
+// config and prints the plan without loading the model or data.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,8 @@
 #include "cmd/cli.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "dpo/objective.h"
+#include "dpo/reference.h"
 #include "kernels/device.h"
 #include "model/weights.h"
 #include "train/loop.h"
@@ -19,11 +23,14 @@
 
 static void print_train_help(void) {
   printf(
-      "usage: fimi train --config FILE.ini [--set section.key=value ...] [--resume RUN_DIR]\n"
-      "  trains the model in train.init on data.train with train.objective (sft), writing\n"
+      "usage: fimi train --config FILE.ini [--set section.key=value ...] [--resume RUN_DIR] [--dry-run]\n"
+      "  trains the model in train.init on data.train with train.objective (sft or dpo), writing\n"
       "  RUN_DIR/metrics.jsonl and RUN_DIR/step_NNNNNN/ checkpoints (RUN_DIR = train.out_dir).\n"
       "  --resume RUN_DIR continues bit-identically from RUN_DIR's newest complete checkpoint\n"
-      "  (and writes there). Keys and defaults: docs/training.md.\n");
+      "  (and writes there). dpo with dpo.reference = precomputed first adds the initial model's\n"
+      "  ref_logp_chosen/ref_logp_rejected to the datasets when they lack them.\n"
+      "  --dry-run validates the config, prints the plan and exits (nothing is loaded).\n"
+      "  Keys and defaults: docs/training.md, docs/dpo.md.\n");
 }
 
 // Keys that do not change the trajectory stay out of the config hash, so
@@ -32,7 +39,7 @@ static int hashed_key(const ConfigField *f) {
   static const char *skip[] = {"out_dir", "stop_at_step", "progress", "eval_every", "eval_max_rows",
                                "save_every", "keep_last", "max_nonfinite_in_row"};
   if (strcmp(f->section, "model") && strcmp(f->section, "data") && strcmp(f->section, "optim") &&
-      strcmp(f->section, "train"))
+      strcmp(f->section, "train") && strcmp(f->section, "dpo"))
     return 0;
   if (!strcmp(f->section, "train"))
     for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
@@ -58,7 +65,30 @@ typedef struct TrainSetup {
   const char *init_dir, *train_path, *eval_path, *objective;
   char tokenizer_path[CHECKPOINT_PATH_MAX];
   int recompute;
+  DpoConfig dpo;
+  DpoMonitorConfig monitor;
+  DpoReferenceKind reference;
 } TrainSetup;
+
+// The [dpo] section (read and validated whatever the objective, so that a
+// typo fails early).
+static int read_dpo(const Config *c, TrainSetup *t, FimiError *err) {
+  dpo_config_default(&t->dpo);
+  dpo_monitor_config_default(&t->monitor);
+  const char *loss, *reference;
+  int64_t window = 0;
+  if (!(loss = config_get_string(c, "dpo", "loss", err)) || !(reference = config_get_string(c, "dpo", "reference", err)) ||
+      config_get_float(c, "dpo", "beta", &t->dpo.beta, err) ||
+      config_get_float(c, "dpo", "monitor_margin", &t->monitor.threshold, err) ||
+      config_get_int(c, "dpo", "monitor_window", &window, err))
+    return -1;
+  if (dpo_loss_type_parse(loss, &t->dpo.loss_type, err) != 0) return fimi_fail_wrap(err, "dpo.loss");
+  if (dpo_reference_kind_parse(reference, &t->reference, err) != 0) return -1;
+  if (window < 1 || window > 1000000) return fimi_fail(err, "dpo.monitor_window must be in [1, 1000000]");
+  t->monitor.window = (int)window;
+  if (dpo_config_validate(&t->dpo, err) != 0) return fimi_fail_wrap(err, "dpo");
+  return dpo_monitor_config_validate(&t->monitor, err) != 0 ? fimi_fail_wrap(err, "dpo.monitor") : 0;
+}
 
 static int read_int(const Config *c, const char *section, const char *key, int64_t *out, FimiError *err) {
   return config_get_int(c, section, key, out, err);
@@ -112,8 +142,9 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
   l->config_hash = config_hash(c);
   if (!t->init_dir[0]) return fimi_fail(err, "train.init must name the starting model (a directory from fimi init)");
   if (!t->train_path[0]) return fimi_fail(err, "data.train must name an HDF5 dataset (fimi data tokenize)");
-  if (strcmp(t->objective, "sft"))
-    return fimi_fail(err, "train.objective \"%s\" is not known here (sft; dpo runs through fimi dpo)", t->objective);
+  if (strcmp(t->objective, "sft") && strcmp(t->objective, "dpo"))
+    return fimi_fail(err, "train.objective \"%s\" is not known (sft or dpo)", t->objective);
+  if (read_dpo(c, t, err) != 0) return -1;
   struct stat st;
   if (path_join(t->tokenizer_path, sizeof t->tokenizer_path, t->init_dir, "tokenizer.json", err) != 0) return -1;
   if (stat(t->tokenizer_path, &st) != 0) {
@@ -124,10 +155,15 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
   return adamw_config_validate(&t->adamw, err);
 }
 
-static int parse_train_args(int argc, char **argv, const char **resume, FimiError *err) {
+static int parse_train_args(int argc, char **argv, const char **resume, int *dry_run, FimiError *err) {
   *resume = NULL;
+  *dry_run = 0;
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i], *value;
+    if (!strcmp(flag, "--dry-run")) {
+      *dry_run = 1;
+      continue;
+    }
     if (strcmp(flag, "--resume")) return fimi_fail(err, "unknown option %s (see fimi train --help)", flag);
     if (!(value = cli_flag_value(argc, argv, &i, err))) return -1;
     *resume = value;
@@ -146,33 +182,102 @@ static void print_summary(const TrainSummary *s, const char *out_dir) {
   printf(", %.0f tokens/s, %lld skipped, %s\n", s->tokens_per_s, (long long)s->skipped, out_dir);
 }
 
+static void print_plan(const TrainSetup *t) {
+  const TrainLoopConfig *l = &t->loop;
+  printf("fimi train --dry-run: config is valid\n");
+  printf("  objective %s, init %s, data %s (eval %s)\n", t->objective, t->init_dir, t->train_path,
+         t->eval_path[0] ? t->eval_path : "none");
+  printf("  steps %lld, micro_batch %lld, grad_accum %lld, lr %g (%s, warmup %ld), recompute %s\n",
+         (long long)l->steps, (long long)l->micro_batch, (long long)l->grad_accum, l->schedule.base_lr,
+         lr_schedule_kind_name(l->schedule.kind), l->schedule.warmup_steps, t->recompute ? "on" : "off");
+  printf("  save_every %lld, keep_last %lld, out_dir %s\n", (long long)l->save_every, (long long)l->keep_last,
+         l->out_dir);
+  if (!strcmp(t->objective, "dpo"))
+    printf("  dpo: loss %s, beta %g, reference %s, monitor margin %g over %d steps\n",
+           dpo_loss_type_name(t->dpo.loss_type), t->dpo.beta,
+           t->reference == DPO_REFERENCE_MODEL ? "model" : "precomputed", t->monitor.threshold, t->monitor.window);
+}
+
+// DPO with precomputed reference log-probs: add them to the datasets that
+// lack them, with the initial model (before any checkpoint is loaded).
+static int ensure_reference(TrainSetup *t, GemmaModel *model, FimiError *err) {
+  if (strcmp(t->objective, "dpo") || t->reference != DPO_REFERENCE_PRECOMPUTED) return 0;
+  const char *paths[2] = {t->train_path, t->eval_path};
+  for (int i = 0; i < 2; i++) {
+    if (!paths[i][0]) continue;
+    int computed = 0;
+    if (dpo_reference_ensure(model, paths[i], t->loop.micro_batch, &computed, err) != 0)
+      return fimi_fail_wrap(err, i ? "data.eval" : "data.train");
+    if (computed) log_info("%s: wrote ref_logp_chosen and ref_logp_rejected", paths[i]);
+  }
+  return 0;
+}
+
+static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, const Dataset *train,
+                         const Dataset *eval, FimiError *err) {
+  TrainObjective obj;
+  SftObjective sft;
+  DpoObjective dpo;
+  GemmaModel reference;
+  int is_dpo = !strcmp(t->objective, "dpo"), have_reference = 0, rc = 0;
+  if (is_dpo && t->reference == DPO_REFERENCE_MODEL) {
+    // A frozen copy of the initial model: loaded now, before train_run
+    // restores a checkpoint into the policy.
+    if (gemma_load_pretrained(&reference, t->init_dir, err) != 0) return fimi_fail_wrap(err, "dpo reference model");
+    reference.recompute = t->recompute;
+    have_reference = 1;
+  }
+  if (is_dpo) {
+    rc = dpo_objective_init(&dpo, &model->config, &t->dpo, &t->monitor, have_reference ? &reference : NULL, &obj,
+                            err);
+    t->loop.step_metrics = dpo_objective_step_metrics;
+    t->loop.step_metrics_ctx = &dpo;
+  } else {
+    sft_objective_init(&sft, &model->config, &obj);
+  }
+  if (rc == 0) {
+    TrainSummary summary;
+    rc = train_run(&t->loop, state, &obj, train, eval, &summary, err);
+    if (rc == 0) print_summary(&summary, t->loop.out_dir);
+    if (rc == 0 && is_dpo && summary.end_step > summary.start_step) {
+      printf("fimi train: dpo rewards/accuracies %.3f, margins %.4f", dpo.last.rewards_accuracies,
+             dpo.last.rewards_margins);
+      if (dpo.have_eval) printf(", eval accuracy %.3f, eval loss %.4f", dpo.last_eval.rewards_accuracies,
+                                dpo.last_eval.loss);
+      printf("\n");
+    }
+  }
+  if (is_dpo) dpo_objective_free(&dpo);
+  else sft_objective_free(&sft);
+  if (have_reference) gemma_model_free(&reference);
+  return rc;
+}
+
 // Everything after the config: model, data, objective, loop.
 static int run_training(TrainSetup *t, FimiError *err) {
   GemmaModel model;
   if (gemma_load_pretrained(&model, t->init_dir, err) != 0) return fimi_fail_wrap(err, "train.init");
   model.recompute = t->recompute;
   Dataset train = {0}, eval = {0};
-  int have_eval = t->eval_path[0] != 0;
+  int have_eval = t->eval_path[0] != 0, have_train = 0;
+  DatasetKind kind = strcmp(t->objective, "dpo") ? DATASET_SFT : DATASET_DPO;
   TrainState state;
-  int state_ok = 0, rc = 0;
-  if (dataset_open(t->train_path, model.config.vocab_size, &train, err) != 0) rc = fimi_fail_wrap(err, "data.train");
-  if (rc == 0 && have_eval && dataset_open(t->eval_path, model.config.vocab_size, &eval, err) != 0)
+  int state_ok = 0, rc = ensure_reference(t, &model, err);
+  if (rc == 0 && dataset_open(t->train_path, model.config.vocab_size, &train, err) != 0)
+    rc = fimi_fail_wrap(err, "data.train");
+  have_train = rc == 0;
+  if (rc == 0 && have_eval && dataset_open(t->eval_path, model.config.vocab_size, &eval, err) != 0) {
     rc = fimi_fail_wrap(err, "data.eval");
-  if (rc == 0 && (train.kind != DATASET_SFT || (have_eval && eval.kind != DATASET_SFT)))
-    rc = fimi_fail(err, "train.objective sft needs SFT datasets (fimi data tokenize --kind sft)");
+    have_eval = 0;
+  }
+  if (rc == 0 && (train.kind != kind || (have_eval && eval.kind != kind)))
+    rc = fimi_fail(err, "train.objective %s needs %s datasets (fimi data tokenize --kind %s)", t->objective,
+                   dataset_kind_name(kind), dataset_kind_name(kind));
   if (rc == 0) rc = train_state_init(&state, &model, &t->adamw, &t->rules, err);
   state_ok = rc == 0;
-  if (rc == 0) {
-    SftObjective sft;
-    TrainObjective obj;
-    sft_objective_init(&sft, &model.config, &obj);
-    TrainSummary summary;
-    rc = train_run(&t->loop, &state, &obj, &train, have_eval ? &eval : NULL, &summary, err);
-    if (rc == 0) print_summary(&summary, t->loop.out_dir);
-    sft_objective_free(&sft);
-  }
+  if (rc == 0) rc = run_objective(t, &model, &state, &train, have_eval ? &eval : NULL, err);
   if (state_ok) train_state_free(&state);
-  dataset_close(&train);
+  if (have_train) dataset_close(&train);
   if (have_eval) dataset_close(&eval);
   gemma_model_free(&model);
   return rc;
@@ -189,7 +294,8 @@ int cmd_train(int argc, char **argv) {
       return 0;
     }
   const char *resume = NULL;
-  if (parse_train_args(rest, argv, &resume, &err) != 0) {
+  int dry_run = 0;
+  if (parse_train_args(rest, argv, &resume, &dry_run, &err) != 0) {
     fprintf(stderr, "fimi train: %s\n", err.message);
     return CLI_EXIT_USAGE;
   }
@@ -204,5 +310,9 @@ int cmd_train(int argc, char **argv) {
   TrainSetup setup;
   if (read_setup(&opts.config, &setup, &err) != 0) return cli_fail("train", &err);
   setup.loop.resume_dir = resume;
+  if (dry_run) {
+    print_plan(&setup);
+    return 0;
+  }
   return run_training(&setup, &err) == 0 ? 0 : cli_fail("train", &err);
 }

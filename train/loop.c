@@ -91,8 +91,9 @@ typedef struct StepRecord {
   int step_skipped, clipped;
 } StepRecord;
 
-static int write_metrics(FILE *f, const StepRecord *r, FimiError *err) {
+static int write_metrics(FILE *f, const TrainLoopConfig *c, const StepRecord *r, FimiError *err) {
   cJSON *o = cJSON_CreateObject();
+  if (!o) return fimi_fail(err, "out of memory writing metrics");
   cJSON_AddNumberToObject(o, "step", (double)r->step);
   cJSON_AddNumberToObject(o, "loss", r->loss);  // cJSON writes NaN/inf as null
   cJSON_AddNumberToObject(o, "lr", r->lr);
@@ -105,6 +106,10 @@ static int write_metrics(FILE *f, const StepRecord *r, FimiError *err) {
   cJSON_AddBoolToObject(o, "step_skipped", r->step_skipped);
   cJSON_AddBoolToObject(o, "clipped", r->clipped);
   if (!isnan(r->eval_loss)) cJSON_AddNumberToObject(o, "eval_loss", r->eval_loss);
+  if (c->step_metrics && c->step_metrics(c->step_metrics_ctx, r->step, o, err) != 0) {
+    cJSON_Delete(o);
+    return -1;
+  }
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (!text) return fimi_fail(err, "out of memory writing metrics");
@@ -272,7 +277,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
         ts.best_eval_step = step;
       }
     }
-    if ((rc = write_metrics(metrics, &r, err)) != 0) break;
+    if ((rc = write_metrics(metrics, c, &r, err)) != 0) break;
     if (summary->end_step == summary->start_step) summary->first_loss = r.loss;
     summary->last_loss = r.loss;
     summary->end_step = step;

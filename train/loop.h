@@ -25,6 +25,8 @@
 #include "train/objective.h"
 #include "train/state.h"
 
+struct cJSON;
+
 typedef struct TrainLoopConfig {
   const char *out_dir;         // metrics.jsonl and step_* checkpoints
   const char *tokenizer_path;  // copied into each checkpoint ("" / NULL: none)
@@ -45,6 +47,11 @@ typedef struct TrainLoopConfig {
   LrSchedule schedule;
   uint64_t config_hash;        // stored in checkpoints, compared on resume
   int progress;                // 1: print the live progress line on stderr
+  // Optional (NULL: none): the objective's own per-step metrics (DPO's
+  // rewards, ...). Called once per step after any evaluation, just before
+  // the step's metrics.jsonl line is written; adds fields to `line`.
+  int (*step_metrics)(void *ctx, int64_t step, struct cJSON *line, FimiError *err);
+  void *step_metrics_ctx;
 } TrainLoopConfig;
 
 // Defaults: steps 100, micro_batch 4, grad_accum 1, max_grad_norm 1,

@@ -1,0 +1,307 @@
+// dpo/objective.c: the DPO objective on the shared loop: see objective.h.
+#include "dpo/objective.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "core/log.h"
+
+// ---- batch -------------------------------------------------------------------------
+
+static int grow_positions(DpoBatch *b, size_t n, FimiError *err) {
+  if (n <= b->capacity) return 0;
+  int *tokens = realloc(b->tokens, n * sizeof *tokens);
+  if (tokens) b->tokens = tokens;
+  int *targets = tokens ? realloc(b->targets, n * sizeof *targets) : NULL;
+  if (targets) b->targets = targets;
+  float *mask = targets ? realloc(b->mask, n * sizeof *mask) : NULL;
+  if (mask) b->mask = mask;
+  float *dlogprobs = mask ? realloc(b->dlogprobs, n * sizeof *dlogprobs) : NULL;
+  if (dlogprobs) b->dlogprobs = dlogprobs;
+  float *logprobs = dlogprobs ? realloc(b->logprobs, n * sizeof *logprobs) : NULL;
+  if (logprobs) b->logprobs = logprobs;
+  if (!logprobs) return fimi_fail(err, "DPO batch: out of memory for %zu positions", n);
+  b->capacity = n;
+  return 0;
+}
+
+static int grow_rows(DpoBatch *b, size_t rows, FimiError *err) {
+  if (rows <= b->row_capacity) return 0;
+  double *sums = realloc(b->sums, rows * sizeof *sums);
+  if (sums) b->sums = sums;
+  long *lengths = sums ? realloc(b->lengths, rows * sizeof *lengths) : NULL;
+  if (lengths) b->lengths = lengths;
+  if (!lengths) return fimi_fail(err, "DPO batch: out of memory for %zu rows", rows);
+  b->row_capacity = rows;
+  return 0;
+}
+
+typedef struct PairRow {
+  const int32_t *ids[2];  // prompt, response
+  const uint8_t *mask[2];
+  int64_t len[2];
+} PairRow;
+
+// Row `row` of the prompt field and of `response_field`.
+static int pair_row(const Dataset *ds, const int fields[3], int64_t row, int side, PairRow *p, FimiError *err) {
+  if (dataset_row(ds, fields[0], row, &p->ids[0], &p->mask[0], &p->len[0], err) != 0) return -1;
+  return dataset_row(ds, fields[1 + side], row, &p->ids[1], &p->mask[1], &p->len[1], err);
+}
+
+int dpo_batch_build(DpoBatch *b, const Dataset *ds, const int64_t *rows, int64_t count, int pad_id, int max_len,
+                    FimiError *err) {
+  int fields[3] = {dataset_field_index(ds, "prompt"), dataset_field_index(ds, "chosen"),
+                   dataset_field_index(ds, "rejected")};
+  if (fields[0] < 0 || fields[1] < 0 || fields[2] < 0)
+    return fimi_fail(err, "DPO needs a dataset with prompt, chosen and rejected fields (fimi data tokenize --kind dpo)");
+  if (count < 1 || count > INT32_MAX / 2) return fimi_fail(err, "DPO batch: invalid pair count %lld", (long long)count);
+  int64_t longest = 2;
+  for (int64_t i = 0; i < count; i++)
+    for (int side = 0; side < 2; side++) {
+      PairRow p;
+      if (pair_row(ds, fields, rows[i], side, &p, err) != 0) return -1;
+      int64_t len = p.len[0] + p.len[1];
+      if (len - 1 > max_len)
+        return fimi_fail(err, "DPO batch: row %lld prompt + %s has %lld tokens, more than the model's %d positions + 1",
+                         (long long)rows[i], side ? "rejected" : "chosen", (long long)len, max_len);
+      if (len > longest) longest = len;
+    }
+  int T = (int)(longest - 1), B = (int)(2 * count);
+  if ((size_t)B > SIZE_MAX / (size_t)T) return fimi_fail(err, "DPO batch: size overflow");
+  if (grow_positions(b, (size_t)B * (size_t)T, err) != 0 || grow_rows(b, (size_t)B, err) != 0) return -1;
+  b->pairs = (int)count;
+  b->B = B;
+  b->T = T;
+  b->tokens_real = b->loss_tokens = 0;
+  for (int r = 0; r < B; r++) {
+    PairRow p;
+    if (pair_row(ds, fields, rows[r / 2], r % 2, &p, err) != 0) return -1;
+    int64_t plen = p.len[0], len = p.len[0] + p.len[1];
+    b->lengths[r] = 0;
+    for (int t = 0; t < T; t++) {
+      size_t i = (size_t)r * T + t;
+      int64_t next = t + 1;  // position t predicts token t + 1 of prompt + response
+      int real = next < len;
+      b->tokens[i] = t < len ? (t < plen ? p.ids[0][t] : p.ids[1][t - plen]) : pad_id;
+      b->targets[i] = real ? (next < plen ? p.ids[0][next] : p.ids[1][next - plen]) : -1;
+      // Only response tokens are scored: the prompt's mask never counts.
+      b->mask[i] = real && next >= plen && p.mask[1][next - plen] ? 1.0f : 0.0f;
+      b->tokens_real += t < len;
+      b->lengths[r] += b->mask[i] != 0.0f;
+    }
+    b->loss_tokens += b->lengths[r];
+  }
+  return 0;
+}
+
+void dpo_batch_sums(DpoBatch *b) {
+  for (int r = 0; r < b->B; r++) {
+    double sum = 0;
+    for (int t = 0; t < b->T; t++) {
+      size_t i = (size_t)r * b->T + t;
+      if (b->mask[i] != 0.0f) sum += (double)b->logprobs[i];
+    }
+    b->sums[r] = sum;
+  }
+}
+
+void dpo_batch_free(DpoBatch *b) {
+  free(b->tokens);
+  free(b->targets);
+  free(b->mask);
+  free(b->dlogprobs);
+  free(b->logprobs);
+  free(b->sums);
+  free(b->lengths);
+  memset(b, 0, sizeof *b);
+}
+
+int dpo_reference_kind_parse(const char *name, DpoReferenceKind *out, FimiError *err) {
+  if (!strcmp(name, "precomputed")) *out = DPO_REFERENCE_PRECOMPUTED;
+  else if (!strcmp(name, "model")) *out = DPO_REFERENCE_MODEL;
+  else return fimi_fail(err, "dpo.reference: expected precomputed or model, got \"%s\"", name);
+  return 0;
+}
+
+// ---- the pairs of a micro-batch --------------------------------------------------
+
+static int grow_pairs(DpoObjective *d, size_t n, FimiError *err) {
+  if (n <= d->pair_capacity) return 0;
+  DpoPair *pairs = realloc(d->pairs, n * sizeof *pairs);
+  if (pairs) d->pairs = pairs;
+  double *dc = pairs ? realloc(d->dchosen, n * sizeof *dc) : NULL;
+  if (dc) d->dchosen = dc;
+  double *dr = dc ? realloc(d->drejected, n * sizeof *dr) : NULL;
+  if (dr) d->drejected = dr;
+  if (!dr) return fimi_fail(err, "DPO: out of memory for %zu pairs", n);
+  d->pair_capacity = n;
+  return 0;
+}
+
+// Reference sums of the batch's pairs: from the frozen model (one forward
+// over the same rows) or the dataset's precomputed values.
+static int reference_sums(DpoObjective *d, const Dataset *ds, const int64_t *rows, FimiError *err) {
+  DpoBatch *b = &d->batch;
+  if (d->reference) {
+    if (gemma_forward(d->reference, b->tokens, b->targets, b->B, b->T, b->logprobs, err) != 0)
+      return fimi_fail_wrap(err, "reference model forward");
+    dpo_batch_sums(b);
+    for (int i = 0; i < b->pairs; i++) {
+      d->pairs[i].ref_chosen = b->sums[2 * i];
+      d->pairs[i].ref_rejected = b->sums[2 * i + 1];
+    }
+    return 0;
+  }
+  const float *chosen = dataset_ref(ds, "ref_logp_chosen"), *rejected = dataset_ref(ds, "ref_logp_rejected");
+  if (!chosen || !rejected)
+    return fimi_fail(err, "dataset has no ref_logp_chosen / ref_logp_rejected: run the reference pass "
+                          "(fimi train does it when dpo.reference = precomputed) or set dpo.reference = model");
+  for (int i = 0; i < b->pairs; i++) {
+    d->pairs[i].ref_chosen = chosen[rows[i]];
+    d->pairs[i].ref_rejected = rejected[rows[i]];
+  }
+  return 0;
+}
+
+// Builds the batch, fills the reference sums, runs the policy forward and
+// fills the policy sums of d->pairs.
+static int forward_pairs(DpoObjective *d, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
+                         FimiError *err) {
+  DpoBatch *b = &d->batch;
+  if (dpo_batch_build(b, ds, rows, count, d->pad_id, d->max_len, err) != 0) return -1;
+  if (grow_pairs(d, (size_t)count, err) != 0) return -1;
+  if (reference_sums(d, ds, rows, err) != 0) return -1;
+  if (gemma_forward(model, b->tokens, b->targets, b->B, b->T, b->logprobs, err) != 0) return -1;
+  dpo_batch_sums(b);
+  for (int i = 0; i < b->pairs; i++) {
+    DpoPair *p = &d->pairs[i];
+    p->policy_chosen = b->sums[2 * i];
+    p->policy_rejected = b->sums[2 * i + 1];
+    p->chosen_tokens = b->lengths[2 * i];
+    p->rejected_tokens = b->lengths[2 * i + 1];
+  }
+  return 0;
+}
+
+static int dpo_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
+                           double weight, TrainBatchResult *out, FimiError *err) {
+  DpoObjective *d = ctx;
+  DpoBatch *b = &d->batch;
+  memset(out, 0, sizeof *out);
+  if (forward_pairs(d, model, ds, rows, count, err) != 0) return -1;
+  out->tokens = b->tokens_real;
+  out->loss_tokens = b->loss_tokens;
+  // TRL's loss is the mean over the pairs; the loop's weight is 1/grad_accum.
+  DpoSums sums;
+  dpo_sums_clear(&sums);
+  if (dpo_batch_loss(&d->config, d->pairs, b->pairs, weight / (double)b->pairs, d->dchosen, d->drejected, &sums,
+                     err) != 0) {
+    // A non-finite log-prob: report a NaN loss so that the loop skips the step.
+    log_warn("DPO: %s", err->message);
+    memset(err, 0, sizeof *err);
+    out->loss = NAN;
+    return 0;
+  }
+  for (int r = 0; r < b->B; r++) {
+    float g = (float)(r % 2 ? d->drejected[r / 2] : d->dchosen[r / 2]);
+    for (int t = 0; t < b->T; t++) {
+      size_t i = (size_t)r * b->T + t;
+      b->dlogprobs[i] = b->mask[i] * g;
+    }
+  }
+  if (gemma_backward(model, b->dlogprobs, err) != 0) return -1;
+  for (int k = 0; k < DPO_SUM_COUNT; k++) d->step_sums.v[k] += sums.v[k];
+  out->loss = sums.v[DPO_SUM_LOSS] / sums.v[DPO_SUM_PAIRS];
+  return 0;
+}
+
+static int dpo_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
+                          double *loss_sum, double *count_out, FimiError *err) {
+  DpoObjective *d = ctx;
+  if (forward_pairs(d, model, ds, rows, count, err) != 0) return -1;
+  DpoSums sums;
+  dpo_sums_clear(&sums);
+  if (dpo_batch_loss(&d->config, d->pairs, d->batch.pairs, 1.0, d->dchosen, d->drejected, &sums, err) != 0)
+    return fimi_fail_wrap(err, "DPO evaluation");
+  for (int k = 0; k < DPO_SUM_COUNT; k++) d->eval_sums.v[k] += sums.v[k];
+  *loss_sum += sums.v[DPO_SUM_LOSS];
+  *count_out += sums.v[DPO_SUM_PAIRS];
+  return 0;
+}
+
+// ---- metrics ----------------------------------------------------------------------
+
+static void add_metrics(cJSON *line, const char *prefix, const DpoMetrics *m, int changes) {
+  char key[64];
+#define ADD(name, value)                                   \
+  do {                                                     \
+    snprintf(key, sizeof key, "%s%s", prefix, name);       \
+    cJSON_AddNumberToObject(line, key, value);             \
+  } while (0)
+  ADD("rewards/chosen", m->rewards_chosen);
+  ADD("rewards/rejected", m->rewards_rejected);
+  ADD("rewards/margins", m->rewards_margins);
+  ADD("rewards/accuracies", m->rewards_accuracies);
+  ADD("logps/chosen", m->logps_chosen);
+  ADD("logps/rejected", m->logps_rejected);
+  // The loss itself is the loop's "loss" / "eval_loss" field.
+  if (changes) {
+    ADD("rewards/chosen_change", m->chosen_change);
+    ADD("rewards/rejected_change", m->rejected_change);
+  }
+#undef ADD
+}
+
+int dpo_objective_step_metrics(void *ctx, int64_t step, struct cJSON *line, FimiError *err) {
+  DpoObjective *d = ctx;
+  if (d->step_sums.v[DPO_SUM_PAIRS] > 0) {
+    if (dpo_metrics_from_sums(&d->step_sums, &d->last, err) != 0) return -1;
+    dpo_baseline_apply(&d->baseline, &d->last);
+    add_metrics(line, "", &d->last, 1);
+    DpoMonitorReport report;
+    if (dpo_monitor_update(&d->monitor, &d->last, &report))
+      log_warn("step %lld: %s", (long long)step, report.message);
+  }
+  dpo_sums_clear(&d->step_sums);
+  if (d->eval_sums.v[DPO_SUM_PAIRS] > 0) {
+    if (dpo_metrics_from_sums(&d->eval_sums, &d->last_eval, err) != 0) return -1;
+    d->have_eval = 1;
+    add_metrics(line, "eval_", &d->last_eval, 0);
+  }
+  dpo_sums_clear(&d->eval_sums);
+  return 0;
+}
+
+int dpo_objective_init(DpoObjective *dpo, const GemmaConfig *config, const DpoConfig *dpo_config,
+                       const DpoMonitorConfig *monitor_config, GemmaModel *reference, TrainObjective *out,
+                       FimiError *err) {
+  memset(dpo, 0, sizeof *dpo);
+  memset(out, 0, sizeof *out);
+  if (dpo_config_validate(dpo_config, err) != 0) return -1;
+  if (dpo_monitor_init(&dpo->monitor, monitor_config, err) != 0) return -1;
+  dpo->config = *dpo_config;
+  dpo->pad_id = config->pad_token_id >= 0 && config->pad_token_id < config->vocab_size ? config->pad_token_id : 0;
+  dpo->max_len = config->max_position_embeddings;
+  dpo->reference = reference;
+  dpo_sums_clear(&dpo->step_sums);
+  dpo_sums_clear(&dpo->eval_sums);
+  out->name = "dpo";
+  out->ctx = dpo;
+  out->train_batch = dpo_train_batch;
+  out->eval_batch = dpo_eval_batch;
+  return 0;
+}
+
+void dpo_objective_free(DpoObjective *dpo) {
+  dpo_batch_free(&dpo->batch);
+  free(dpo->pairs);
+  free(dpo->dchosen);
+  free(dpo->drejected);
+  dpo->pairs = NULL;
+  dpo->dchosen = dpo->drejected = NULL;
+  dpo->pair_capacity = 0;
+}
