@@ -30,6 +30,8 @@ static const ConfigField generate_fields[] = {
 static const ConfigField dist_fields[] = {
     {"dist", "env_ranks", CONFIG_INT, "0", "the last N ranks are env ranks (CPU only); the rest train"},
     {"dist", "roles", CONFIG_STRING, "", "explicit role per rank, e.g. \"train*6,env*2\"; length = world size"},
+    {"dist", "zero3", CONFIG_BOOL, "false",
+     "fimi train shards the model ZeRO-3 style (dist/zero3.h) even at world 1; always on under mpirun with > 1 rank"},
 };
 
 // Training (train/loop.h, docs/training.md).

@@ -4,6 +4,9 @@
 // train/loop.h, optionally resuming from the newest complete checkpoint of a
 // run directory (docs/training.md, docs/dpo.md). --dry-run validates the
 // config and prints the plan without loading the model or data.
+// Under mpirun with more than one rank (or with dist.zero3 = true) SFT runs
+// sharded: a ZeRO-3 TrainState (dist/zero3.h) and an SFT objective whose
+// units are single rows (docs/training.md, "Across ranks").
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,8 @@
 #include "cmd/cli.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "dist/comm.h"
+#include "dist/zero3.h"
 #include "dpo/objective.h"
 #include "dpo/reference.h"
 #include "kernels/device.h"
@@ -65,6 +70,7 @@ typedef struct TrainSetup {
   const char *init_dir, *train_path, *eval_path, *objective;
   char tokenizer_path[CHECKPOINT_PATH_MAX];
   int recompute;
+  int zero3;  // dist.zero3
   DpoConfig dpo;
   DpoMonitorConfig monitor;
   DpoReferenceKind reference;
@@ -128,7 +134,8 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
       config_get_float(c, "optim", "eps", &t->adamw.eps, err) ||
       config_get_float(c, "optim", "weight_decay", &t->adamw.weight_decay, err) ||
       config_get_bool(c, "optim", "decay_embeddings", &t->rules.decay_embeddings, err) ||
-      config_get_bool(c, "model", "recompute", &t->recompute, err))
+      config_get_bool(c, "model", "recompute", &t->recompute, err) ||
+      config_get_bool(c, "dist", "zero3", &t->zero3, err))
     return -1;
   if (lr_schedule_kind_parse(schedule, &l->schedule.kind, err) != 0) return fimi_fail_wrap(err, "optim.schedule");
   if (seed < 0) return fimi_fail(err, "train.seed must be >= 0");
@@ -253,8 +260,140 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, co
   return rc;
 }
 
+// ---- across ranks (ZeRO-3) ----------------------------------------------------------
+
+// The sharded SFT objective. THE UNIT RULE of dist/zero3.h with units of one
+// row: row u of a micro-batch goes to rank u % world as its call u / world;
+// when the rows do not fill the last round, the ranks without a row run a
+// dummy unit (row 0 with zero dlogprobs: it adds exact zeros). dlogprobs are
+// -mask * weight / (loss tokens of the WHOLE micro-batch), as in train/sft.c,
+// so the gradients match the single-process run; the loss is all-reduced.
+typedef struct ShardedSft {
+  Zero3 z;
+  Communicator *comm;
+  SftObjective sft;   // pad_id, max_len, and the whole micro-batch (for counts)
+  SftBatch unit;      // one row
+} ShardedSft;
+
+// Runs this rank's units of rows[0..count); *mask_logp gets the sum of
+// mask * logprob over them (double). backward: zero3_forward_backward with
+// dlogprobs scaled by scale, else zero3_forward.
+static int sharded_units(ShardedSft *s, const Dataset *ds, const int64_t *rows, int64_t count, int backward,
+                         float scale, double *mask_logp, FimiError *err) {
+  int world = s->comm->world, rank = s->comm->rank;
+  int64_t rounds = (count + world - 1) / world;
+  *mask_logp = 0;
+  for (int64_t j = 0; j < rounds; j++) {
+    int64_t u = j * world + rank;
+    int real = u < count;
+    if (sft_batch_build(&s->unit, ds, &rows[real ? u : 0], 1, s->sft.pad_id, s->sft.max_len, err) != 0) return -1;
+    SftBatch *b = &s->unit;
+    size_t n = (size_t)b->T;
+    for (size_t i = 0; i < n; i++) b->dlogprobs[i] = real ? -b->mask[i] * scale : 0.0f;
+    int rc = backward ? zero3_forward_backward(&s->z, b->tokens, b->targets, 1, b->T, b->dlogprobs, b->logprobs, err)
+                      : zero3_forward(&s->z, b->tokens, b->targets, 1, b->T, b->logprobs, err);
+    if (rc != 0) return fimi_fail_wrap(err, "rank %d, unit %lld", rank, (long long)u);
+    if (real)
+      for (size_t i = 0; i < n; i++) *mask_logp += (double)b->mask[i] * (double)b->logprobs[i];
+  }
+  return comm_all_reduce_f64(s->comm, mask_logp, 1, COMM_SUM, err);
+}
+
+static int sharded_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
+                               double weight, TrainBatchResult *out, FimiError *err) {
+  ShardedSft *s = ctx;
+  (void)model;  // the weights live in s->z
+  memset(out, 0, sizeof *out);
+  // Every rank holds the same row list, so the counts need no communication.
+  if (sft_batch_build(&s->sft.batch, ds, rows, count, s->sft.pad_id, s->sft.max_len, err) != 0) return -1;
+  out->tokens = s->sft.batch.tokens_real;
+  out->loss_tokens = s->sft.batch.loss_tokens;
+  if (out->loss_tokens == 0) return 0;  // same decision on every rank
+  float scale = (float)(weight / (double)out->loss_tokens);
+  double sum = 0;
+  if (sharded_units(s, ds, rows, count, 1, scale, &sum, err) != 0) return -1;
+  out->loss = -sum / (double)out->loss_tokens;
+  return 0;
+}
+
+static int sharded_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
+                              double *loss_sum, double *count_out, FimiError *err) {
+  ShardedSft *s = ctx;
+  (void)model;
+  if (sft_batch_build(&s->sft.batch, ds, rows, count, s->sft.pad_id, s->sft.max_len, err) != 0) return -1;
+  int64_t loss_tokens = s->sft.batch.loss_tokens;
+  if (loss_tokens == 0) return 0;
+  double sum = 0;
+  if (sharded_units(s, ds, rows, count, 0, 0.0f, &sum, err) != 0) return -1;
+  *loss_sum += -sum;
+  *count_out += (double)loss_tokens;
+  return 0;
+}
+
+static void sharded_zero_grad(void *ctx) { zero3_zero_grads(&((ShardedSft *)ctx)->z); }
+
+static int sharded_clip_step(void *ctx, double lr, double max_norm, int update, ClipResult *out, FimiError *err) {
+  ShardedSft *s = ctx;
+  if (update) return zero3_step(&s->z, lr, max_norm, out, err);
+  // A non-finite loss (the same on every rank): no update, norm not computed.
+  *out = (ClipResult){.norm = NAN, .scale = 1.0f, .finite = 0, .clipped = 0};
+  return 0;
+}
+
+static int sharded_gather(void *ctx, GemmaModel *dst, FimiError *err) {
+  return zero3_gather_full_weights(&((ShardedSft *)ctx)->z, dst, err);
+}
+
+static const TrainStateOps sharded_ops = {sharded_zero_grad, sharded_clip_step, sharded_gather};
+
+static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, const Dataset *train,
+                       const Dataset *eval, FimiError *err) {
+  if (strcmp(t->objective, "sft"))
+    return fimi_fail(err, "train.objective %s runs on one process only for now: across ranks (world %d, "
+                     "dist.zero3) only sft is supported", t->objective, comm->world);
+  if (comm->world > 1 && t->loop.save_every > 0)
+    return fimi_fail(err, "train.save_every = %lld at world %d: periodic checkpoints across ranks are not supported "
+                     "yet (they hold no optimizer state, so they could not be resumed); set train.save_every = 0 "
+                     "(the model is still saved at the last step)", (long long)t->loop.save_every, comm->world);
+  if (t->loop.stop_at_step > 0)
+    return fimi_fail(err, "train.stop_at_step needs resume, which a sharded run does not support yet");
+  ShardedSft *s = fimi_calloc(1, sizeof *s, err);
+  if (!s) return -1;
+  s->comm = comm;
+  Zero3Config zc;
+  zero3_config_default(&zc);
+  zc.adamw = t->adamw;
+  zc.decay = t->rules;
+  zc.recompute = t->recompute;
+  TrainObjective obj;
+  sft_objective_init(&s->sft, &model->config, &obj);
+  obj.ctx = s;
+  obj.train_batch = sharded_train_batch;
+  obj.eval_batch = sharded_eval_batch;
+  int rc = zero3_create(&s->z, &model->config, &zc, comm, 1, err);
+  int created = rc == 0;
+  if (rc == 0) rc = zero3_load_full_weights(&s->z, model, err);
+  if (rc == 0) {
+    TrainState state;
+    train_state_init_sharded(&state, model, &sharded_ops, s, comm->rank, comm->world);
+    if (comm->rank != 0) t->loop.progress = 0;
+    TrainSummary summary;
+    rc = train_run(&t->loop, &state, &obj, train, eval, &summary, err);
+    if (rc == 0 && comm->rank == 0) {
+      print_summary(&summary, t->loop.out_dir);
+      printf("fimi train: ZeRO-3 across %d rank%s\n", comm->world, comm->world > 1 ? "s" : "");
+    }
+    train_state_free(&state);
+  }
+  if (created) zero3_free(&s->z);
+  sft_batch_free(&s->unit);
+  sft_objective_free(&s->sft);
+  free(s);
+  return rc;
+}
+
 // Everything after the config: model, data, objective, loop.
-static int run_training(TrainSetup *t, FimiError *err) {
+static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
   GemmaModel model;
   if (gemma_load_pretrained(&model, t->init_dir, err) != 0) return fimi_fail_wrap(err, "train.init");
   model.recompute = t->recompute;
@@ -273,14 +412,24 @@ static int run_training(TrainSetup *t, FimiError *err) {
   if (rc == 0 && (train.kind != kind || (have_eval && eval.kind != kind)))
     rc = fimi_fail(err, "train.objective %s needs %s datasets (fimi data tokenize --kind %s)", t->objective,
                    dataset_kind_name(kind), dataset_kind_name(kind));
-  if (rc == 0) rc = train_state_init(&state, &model, &t->adamw, &t->rules, err);
-  state_ok = rc == 0;
-  if (rc == 0) rc = run_objective(t, &model, &state, &train, have_eval ? &eval : NULL, err);
+  if (rc == 0 && comm) {
+    rc = run_sharded(t, &model, comm, &train, have_eval ? &eval : NULL, err);
+  } else {
+    if (rc == 0) rc = train_state_init(&state, &model, &t->adamw, &t->rules, err);
+    state_ok = rc == 0;
+    if (rc == 0) rc = run_objective(t, &model, &state, &train, have_eval ? &eval : NULL, err);
+  }
   if (state_ok) train_state_free(&state);
   if (have_train) dataset_close(&train);
   if (have_eval) dataset_close(&eval);
   gemma_model_free(&model);
   return rc;
+}
+
+// Open MPI's, MPICH's and PMIx's launchers set these in each rank's
+// environment; without them MPI is never initialized (a plain run).
+static int launched_by_mpirun(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
 int cmd_train(int argc, char **argv) {
@@ -314,5 +463,27 @@ int cmd_train(int argc, char **argv) {
     print_plan(&setup);
     return 0;
   }
-  return run_training(&setup, &err) == 0 ? 0 : cli_fail("train", &err);
+  if (!setup.zero3 && !launched_by_mpirun()) return run_training(&setup, NULL, &err) == 0 ? 0 : cli_fail("train", &err);
+  // Under mpirun: every rank runs this; world 1 without dist.zero3 is the
+  // plain path.
+  Communicator comm;
+  if (comm_mpi_init(&argc, &argv, &err) != 0) return cli_fail("train", &err);
+  int rc = comm_init(&comm, MPI_COMM_WORLD, &err);
+  if (rc == 0) {
+    int sharded = setup.zero3 || comm.world > 1;
+    if (sharded && strcmp(setup.objective, "sft"))
+      rc = fimi_fail(&err, "train.objective %s runs on one process only for now: across ranks (world %d, "
+                     "dist.zero3) only sft is supported", setup.objective, comm.world);
+    else
+      rc = run_training(&setup, sharded ? &comm : NULL, &err);
+    if (rc != 0) {
+      // One rank failing leaves the others blocked in a collective.
+      fprintf(stderr, "fimi train: rank %d: %s\n", comm.rank, err.message);
+      if (comm.world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    comm_free(&comm);
+  }
+  FimiError ferr = {0};
+  comm_mpi_finalize(&ferr);
+  return rc == 0 ? 0 : cli_fail("train", &err);
 }

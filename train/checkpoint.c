@@ -385,7 +385,9 @@ static int write_into(const char *dir, const GemmaModel *model, AdamW *opt, cons
       (path_join(path, sizeof path, dir, "tokenizer.json", err) != 0 || copy_file(tokenizer_path, path, err) != 0))
     return -1;
   test_save_delay();
-  if (path_join(path, sizeof path, dir, "optimizer.h5", err) != 0 || write_optimizer(path, opt, err) != 0) return -1;
+  // opt NULL (a sharded run's model-only checkpoint): no optimizer.h5.
+  if (opt && (path_join(path, sizeof path, dir, "optimizer.h5", err) != 0 || write_optimizer(path, opt, err) != 0))
+    return -1;
   if (path_join(path, sizeof path, dir, "trainer_state.json", err) != 0 || write_trainer_state(path, ts, err) != 0)
     return -1;
   if (path_join(path, sizeof path, dir, "DONE", err) != 0) return -1;

@@ -44,6 +44,8 @@ typedef struct TrainerState {
 
 // Writes OUT/step_%06lld (see above). tokenizer_path may be NULL or "" (no
 // copy). keep_last > 0 deletes the oldest complete checkpoints beyond it.
+// opt may be NULL (no optimizer.h5: a sharded run's model-only checkpoint,
+// which checkpoint_load refuses for lack of optimizer.h5).
 int checkpoint_save(const char *out_dir, const GemmaModel *model, AdamW *opt, const TrainerState *ts,
                     const char *tokenizer_path, int keep_last, FimiError *err);
 // The newest OUT/step_* holding DONE: returns 1 and fills path/step, 0 when

@@ -163,13 +163,13 @@ static int accumulate(const TrainLoopConfig *c, TrainState *s, const TrainObject
 // counts the skip and fails after max_nonfinite_in_row skips in a row.
 static int apply_update(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, StepRecord *r, FimiError *err) {
   ClipResult clip;
-  if (clip_from_sumsq(train_state_grad_sumsq(s), c->max_grad_norm, &clip, err) != 0) return -1;
+  r->lr = lr_schedule_lr(&c->schedule, (long)(r->step - 1));
+  if (train_state_clip_step(s, r->lr, c->max_grad_norm, isfinite(r->loss), &clip, err) != 0) return -1;
   r->grad_norm = clip.norm;
   r->clipped = clip.clipped;
-  r->lr = lr_schedule_lr(&c->schedule, (long)(r->step - 1));
   if (isfinite(r->loss) && clip.finite) {
     ts->nonfinite_in_row = 0;
-    return train_state_step(s, r->lr, clip.scale, err);
+    return 0;
   }
   r->step_skipped = 1;
   ts->skipped++;
@@ -196,7 +196,7 @@ static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState
   char path[CHECKPOINT_PATH_MAX];
   int64_t step = 0;
   const char *dir = c->resume_dir && c->resume_dir[0] ? c->resume_dir : c->out_dir;
-  if (checkpoint_clean_temp(dir, err) < 0) return -1;
+  if (s->rank == 0 && checkpoint_clean_temp(dir, err) < 0) return -1;
   int found = checkpoint_find_latest(dir, path, sizeof path, &step, err);
   if (found < 0) return -1;
   if (!(c->resume_dir && c->resume_dir[0])) {
@@ -206,6 +206,9 @@ static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState
     return 0;
   }
   if (!found) return fimi_fail(err, "--resume %s: no complete checkpoint (step_* with DONE) there", dir);
+  if (s->ops)
+    return fimi_fail(err, "--resume %s: resuming a sharded (ZeRO-3, %d-rank) run is not supported yet: its "
+                     "checkpoints hold the model only (docs/training.md, \"Across ranks\")", dir, s->world);
   if (checkpoint_load(path, s->model, &s->opt, ts, err) != 0) return fimi_fail_wrap(err, "resuming");
   if (ts->data_seed != c->data_seed)
     return fimi_fail(err, "%s: data seed %llu differs from train.seed %llu: the data order would change", path,
@@ -222,6 +225,13 @@ static int save(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, const
                 FimiError *err) {
   memcpy(ts->rng, rng->state, sizeof ts->rng);
   ts->elapsed = elapsed;
+  // Sharded: every rank gathers the weights (collective), rank 0 writes the
+  // model without optimizer state (docs/training.md, "Across ranks").
+  if (s->ops) {
+    if (train_state_sync_model(s, err) != 0) return -1;
+    return s->rank == 0 ? checkpoint_save(c->out_dir, s->model, NULL, ts, c->tokenizer_path, (int)c->keep_last, err)
+                        : 0;
+  }
   return checkpoint_save(c->out_dir, s->model, &s->opt, ts, c->tokenizer_path, (int)c->keep_last, err);
 }
 
@@ -243,7 +253,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   if (rc == 0) rc = path_join(metrics_path, sizeof metrics_path, c->out_dir, "metrics.jsonl", err);
   if (rc == 0 && ts.step > 0) rc = truncate_metrics(metrics_path, ts.step, err);
   FILE *metrics = NULL;
-  if (rc == 0 && !(metrics = fopen(metrics_path, ts.step > 0 ? "ab" : "wb")))
+  if (rc == 0 && s->rank == 0 && !(metrics = fopen(metrics_path, ts.step > 0 ? "ab" : "wb")))
     rc = fimi_fail(err, "cannot open %s for writing", metrics_path);
   summary->start_step = summary->end_step = ts.step;
   double t0 = monotonic_seconds(), elapsed0 = ts.elapsed;
@@ -277,7 +287,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
         ts.best_eval_step = step;
       }
     }
-    if ((rc = write_metrics(metrics, c, &r, err)) != 0) break;
+    if (metrics && (rc = write_metrics(metrics, c, &r, err)) != 0) break;
     if (summary->end_step == summary->start_step) summary->first_loss = r.loss;
     summary->last_loss = r.loss;
     summary->end_step = step;

@@ -50,6 +50,7 @@ int train_state_init(TrainState *s, GemmaModel *model, const AdamWConfig *config
                      FimiError *err) {
   memset(s, 0, sizeof *s);
   s->model = model;
+  s->world = 1;
   if (gemma_model_alloc_grads(model, err) != 0) return -1;
   if (adamw_init(&s->opt, config, err) != 0) return -1;
   int rc = register_buffer(s, "globals", -1, model->globals, model->globals_grad, model->globals_numel, rules, err);
@@ -62,12 +63,25 @@ int train_state_init(TrainState *s, GemmaModel *model, const AdamWConfig *config
   return rc;
 }
 
+void train_state_init_sharded(TrainState *s, GemmaModel *model, const TrainStateOps *ops, void *ctx, int rank,
+                              int world) {
+  memset(s, 0, sizeof *s);
+  s->model = model;
+  s->ops = ops;
+  s->ops_ctx = ctx;
+  s->rank = rank;
+  s->world = world;
+}
+
 void train_state_free(TrainState *s) {
-  adamw_free(&s->opt);
+  if (!s->ops) adamw_free(&s->opt);
   memset(s, 0, sizeof *s);
 }
 
-void train_state_zero_grad(TrainState *s) { gemma_model_zero_grads(s->model); }
+void train_state_zero_grad(TrainState *s) {
+  if (s->ops) s->ops->zero_grad(s->ops_ctx);
+  else gemma_model_zero_grads(s->model);
+}
 
 double train_state_grad_sumsq(const TrainState *s) {
   return clip_local_sumsq((const float *const *)s->grads, s->numels, s->num_buffers);
@@ -75,4 +89,14 @@ double train_state_grad_sumsq(const TrainState *s) {
 
 int train_state_step(TrainState *s, double lr, float grad_scale, FimiError *err) {
   return adamw_step(&s->opt, lr, grad_scale, err);
+}
+
+int train_state_clip_step(TrainState *s, double lr, double max_norm, int update, ClipResult *out, FimiError *err) {
+  if (s->ops) return s->ops->clip_step(s->ops_ctx, lr, max_norm, update, out, err);
+  if (clip_from_sumsq(train_state_grad_sumsq(s), max_norm, out, err) != 0) return -1;
+  return update && out->finite ? train_state_step(s, lr, out->scale, err) : 0;
+}
+
+int train_state_sync_model(TrainState *s, FimiError *err) {
+  return s->ops ? s->ops->gather(s->ops_ctx, s->model, err) : 0;
 }

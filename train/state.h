@@ -3,12 +3,14 @@
 // gradients and the AdamW state over them. Defines TrainState and
 // train_state_init / _free / _zero_grad / _grad_sumsq / _step.
 //
-// This is the world-1 (replicated) version: AdamW owns moments for every
-// parameter buffer (the globals and each layer), the ranges come from the
-// model's tensor table with adamw_name_decays. A ZeRO-3 version keeps the same
-// five functions and replaces their bodies: zero_grad clears the local
-// gradient shards, grad_sumsq returns the rank's part (the loop all-reduces
-// it), step updates the local fp32 shard. The loop never touches buffers.
+// The replicated (world 1) version: AdamW owns moments for every parameter
+// buffer (the globals and each layer), the ranges come from the model's
+// tensor table with adamw_name_decays. A sharded version (ZeRO-3 across MPI
+// ranks, set up by cmd/cmd_train.c with dist/zero3.h, which train/ does not
+// link) plugs in through TrainStateOps: zero_grad clears the gradient
+// accumulators, clip_step does the global-norm clipping and the update in one
+// collective call, gather writes the full weights into `model` for saving.
+// The loop calls train_state_clip_step, never the buffers.
 #ifndef FIMI_TRAIN_STATE_H
 #define FIMI_TRAIN_STATE_H
 
@@ -17,6 +19,16 @@
 #include "core/error.h"
 #include "model/gemma.h"
 #include "optim/adamw.h"
+#include "optim/clip.h"
+
+typedef struct TrainStateOps {
+  void (*zero_grad)(void *ctx);
+  // Global-norm clipping with max_norm and, when update is 1 and the norm is
+  // finite, one AdamW step with lr; collective across ranks.
+  int (*clip_step)(void *ctx, double lr, double max_norm, int update, ClipResult *out, FimiError *err);
+  // Collective: the full current weights into dst (for checkpoints).
+  int (*gather)(void *ctx, GemmaModel *dst, FimiError *err);
+} TrainStateOps;
 
 typedef struct TrainState {
   GemmaModel *model;  // borrowed; gradients allocated by train_state_init
@@ -24,16 +36,30 @@ typedef struct TrainState {
   int num_buffers;    // 1 + num_layers: "globals", "layers.0", ...
   float *grads[GEMMA_MAX_LAYERS + 1];
   size_t numels[GEMMA_MAX_LAYERS + 1];
+  // Sharded version only (NULL: replicated). model is then a full model the
+  // weights are gathered into before a save; opt is unused.
+  const TrainStateOps *ops;
+  void *ops_ctx;
+  int rank, world;  // 0, 1 when replicated; only rank 0 writes files
 } TrainState;
 
 // Allocates the model's gradients and registers its buffers with AdamW.
 int train_state_init(TrainState *s, GemmaModel *model, const AdamWConfig *config, const AdamWDecayRules *rules,
                      FimiError *err);
+// The sharded version: ops/ctx (borrowed) hold the parameters; model is a
+// full model of the same config (gather target).
+void train_state_init_sharded(TrainState *s, GemmaModel *model, const TrainStateOps *ops, void *ctx, int rank,
+                              int world);
 void train_state_free(TrainState *s);
 void train_state_zero_grad(TrainState *s);
 // Sum of squares of this process's gradients (deterministic order).
 double train_state_grad_sumsq(const TrainState *s);
 // One AdamW update with learning rate lr, gradients scaled by grad_scale.
 int train_state_step(TrainState *s, double lr, float grad_scale, FimiError *err);
+// What the loop calls: the global gradient norm (clip_from_sumsq with
+// max_norm) and, if update is 1 and the norm is finite, the clipped update.
+int train_state_clip_step(TrainState *s, double lr, double max_norm, int update, ClipResult *out, FimiError *err);
+// Collective in the sharded version: makes s->model hold the current weights.
+int train_state_sync_model(TrainState *s, FimiError *err);
 
 #endif
