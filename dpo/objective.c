@@ -9,24 +9,13 @@
 
 #include "core/json.h"
 #include "core/log.h"
+#include "train/batch.h"
 
 // ---- batch -------------------------------------------------------------------------
 
 static int grow_positions(DpoBatch *b, size_t n, FimiError *err) {
-  if (n <= b->capacity) return 0;
-  int *tokens = realloc(b->tokens, n * sizeof *tokens);
-  if (tokens) b->tokens = tokens;
-  int *targets = tokens ? realloc(b->targets, n * sizeof *targets) : NULL;
-  if (targets) b->targets = targets;
-  float *mask = targets ? realloc(b->mask, n * sizeof *mask) : NULL;
-  if (mask) b->mask = mask;
-  float *dlogprobs = mask ? realloc(b->dlogprobs, n * sizeof *dlogprobs) : NULL;
-  if (dlogprobs) b->dlogprobs = dlogprobs;
-  float *logprobs = dlogprobs ? realloc(b->logprobs, n * sizeof *logprobs) : NULL;
-  if (logprobs) b->logprobs = logprobs;
-  if (!logprobs) return fimi_fail(err, "DPO batch: out of memory for %zu positions", n);
-  b->capacity = n;
-  return 0;
+  return train_batch_reserve(&b->tokens, &b->targets, &b->mask, &b->dlogprobs, &b->logprobs, &b->capacity, n, "DPO",
+                             err);
 }
 
 static int grow_rows(DpoBatch *b, size_t rows, FimiError *err) {

@@ -5,21 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/batch.h"
+
 static int grow(SftBatch *b, size_t n, FimiError *err) {
-  if (n <= b->capacity) return 0;
-  int *tokens = realloc(b->tokens, n * sizeof *tokens);
-  if (tokens) b->tokens = tokens;
-  int *targets = tokens ? realloc(b->targets, n * sizeof *targets) : NULL;
-  if (targets) b->targets = targets;
-  float *mask = targets ? realloc(b->mask, n * sizeof *mask) : NULL;
-  if (mask) b->mask = mask;
-  float *dlogprobs = mask ? realloc(b->dlogprobs, n * sizeof *dlogprobs) : NULL;
-  if (dlogprobs) b->dlogprobs = dlogprobs;
-  float *logprobs = dlogprobs ? realloc(b->logprobs, n * sizeof *logprobs) : NULL;
-  if (logprobs) b->logprobs = logprobs;
-  if (!logprobs) return fimi_fail(err, "SFT batch: out of memory for %zu positions", n);
-  b->capacity = n;
-  return 0;
+  return train_batch_reserve(&b->tokens, &b->targets, &b->mask, &b->dlogprobs, &b->logprobs, &b->capacity, n, "SFT",
+                             err);
 }
 
 int sft_batch_build(SftBatch *b, const Dataset *ds, const int64_t *rows, int64_t count, int pad_id, int max_len,
