@@ -550,6 +550,18 @@ static int byte_level_piece(EncodeCtx *c, const TokPreTokenizer *pt, const Piece
   return 0;
 }
 
+// The pieces a stage wrote (`next`) become the current list; the old
+// current list's buffer is reused for the next stage's output.
+static void swap_piece_lists(EncodeCtx *c) {
+  Piece *pieces = c->pieces;
+  size_t cap = c->pieces_cap;
+  c->pieces = c->next;
+  c->pieces_cap = c->next_cap;
+  c->num_pieces = c->num_next;
+  c->next = pieces;
+  c->next_cap = cap;
+}
+
 static int pretokenize_stage(EncodeCtx *c, const TokPreTokenizer *pt, FimiError *err) {
   c->num_next = 0;
   for (size_t i = 0; i < c->num_pieces; i++) {
@@ -562,13 +574,7 @@ static int pretokenize_stage(EncodeCtx *c, const TokPreTokenizer *pt, FimiError 
     }
     if (rc) return -1;
   }
-  Piece *swap = c->pieces;
-  size_t cap = c->pieces_cap;
-  c->pieces = c->next;
-  c->pieces_cap = c->next_cap;
-  c->num_pieces = c->num_next;
-  c->next = swap;
-  c->next_cap = cap;
+  swap_piece_lists(c);
   return 0;
 }
 
@@ -581,14 +587,7 @@ static int encode_piece(EncodeCtx *c, const char *s, size_t n, int at_start, Fim
   if (tokbuf_append(&c->work, s, n, err)) return -1;
   c->num_next = 0;
   if (next_push(c, 0, n, at_start, err)) return -1;
-  // make `next` the current list
-  Piece *swap = c->pieces;
-  size_t cap = c->pieces_cap;
-  c->pieces = c->next;
-  c->pieces_cap = c->next_cap;
-  c->num_pieces = c->num_next;
-  c->next = swap;
-  c->next_cap = cap;
+  swap_piece_lists(c);  // make `next` the current list
   for (int i = 0; i < tok->num_pretoks; i++)
     if (pretokenize_stage(c, &tok->pretoks[i], err)) return -1;
   for (size_t i = 0; i < c->num_pieces; i++)
