@@ -344,19 +344,28 @@ static int sharded_gather(void *ctx, GemmaModel *dst, FimiError *err) {
   return zero3_gather_full_weights(&((ShardedSft *)ctx)->z, dst, err);
 }
 
-static const TrainStateOps sharded_ops = {sharded_zero_grad, sharded_clip_step, sharded_gather};
+static AdamW *sharded_optimizer(void *ctx) { return &((ShardedSft *)ctx)->z.opt; }
+
+static int sharded_load(void *ctx, const GemmaModel *src, FimiError *err) {
+  return zero3_load_full_weights(&((ShardedSft *)ctx)->z, src, err);
+}
+
+static int sharded_all_ok(void *ctx, int ok) {
+  ShardedSft *s = ctx;
+  double bad = ok ? 0.0 : 1.0;
+  FimiError err = {0};
+  if (comm_all_reduce_f64(s->comm, &bad, 1, COMM_MAX, &err) != 0) return 0;
+  return bad == 0.0;
+}
+
+static const TrainStateOps sharded_ops = {sharded_zero_grad, sharded_clip_step, sharded_gather,
+                                          sharded_optimizer, sharded_load,     sharded_all_ok};
 
 static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, const Dataset *train,
                        const Dataset *eval, FimiError *err) {
   if (strcmp(t->objective, "sft"))
     return fimi_fail(err, "train.objective %s runs on one process only for now: across ranks (world %d, "
                      "dist.zero3) only sft is supported", t->objective, comm->world);
-  if (comm->world > 1 && t->loop.save_every > 0)
-    return fimi_fail(err, "train.save_every = %lld at world %d: periodic checkpoints across ranks are not supported "
-                     "yet (they hold no optimizer state, so they could not be resumed); set train.save_every = 0 "
-                     "(the model is still saved at the last step)", (long long)t->loop.save_every, comm->world);
-  if (t->loop.stop_at_step > 0)
-    return fimi_fail(err, "train.stop_at_step needs resume, which a sharded run does not support yet");
   ShardedSft *s = fimi_calloc(1, sizeof *s, err);
   if (!s) return -1;
   s->comm = comm;

@@ -191,12 +191,16 @@ static int h5_read_attr_i64(hid_t loc, const char *name, int64_t *value, const c
   return bad ? fimi_fail(err, "%s: attribute \"%s\" is not one integer", path, name) : 0;
 }
 
-static int write_optimizer(const char *path, AdamW *opt, FimiError *err) {
+// rank and world: which shard of a sharded (ZeRO-3) run's optimizer state
+// this file holds (0 and 1 for the replicated optimizer.h5).
+static int write_optimizer(const char *path, AdamW *opt, int rank, int world, FimiError *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) return fimi_fail(err, "HDF5: cannot create %s", path);
   int rc = h5_attr_i64(file, "format_version", CHECKPOINT_FORMAT_VERSION, err);
   if (rc == 0) rc = h5_attr_i64(file, "step", opt->step, err);
+  if (rc == 0) rc = h5_attr_i64(file, "rank", rank, err);
+  if (rc == 0) rc = h5_attr_i64(file, "world", world, err);
   for (int i = 0; rc == 0 && i < adamw_state_count(opt); i++) {
     AdamWStateArray a;
     if ((rc = adamw_state_array(opt, i, &a, err)) != 0) break;
@@ -234,17 +238,23 @@ static int read_state_array(hid_t file, const char *path, const char *name, floa
   return rc;
 }
 
-static int read_optimizer(const char *path, AdamW *opt, FimiError *err) {
+static int read_optimizer(const char *path, AdamW *opt, int rank, int world, FimiError *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
   if (!is_file(path)) return fimi_fail(err, "%s is missing", path);
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
   if (file < 0) return fimi_fail(err, "%s: not a readable HDF5 file", path);
-  int64_t version = 0, step = 0;
+  int64_t version = 0, step = 0, file_rank = 0, file_world = 1;
   int rc = h5_read_attr_i64(file, "format_version", &version, path, err);
   if (rc == 0 && version != CHECKPOINT_FORMAT_VERSION)
     rc = fimi_fail(err, "%s: format_version %lld, this build reads %d", path, (long long)version,
                    CHECKPOINT_FORMAT_VERSION);
   if (rc == 0) rc = h5_read_attr_i64(file, "step", &step, path, err);
+  // Files from before sharded checkpoints have no rank/world: a whole optimizer.
+  if (rc == 0 && H5Aexists(file, "rank") > 0) rc = h5_read_attr_i64(file, "rank", &file_rank, path, err);
+  if (rc == 0 && H5Aexists(file, "world") > 0) rc = h5_read_attr_i64(file, "world", &file_world, path, err);
+  if (rc == 0 && (file_rank != rank || file_world != world))
+    rc = fimi_fail(err, "%s holds the optimizer shard of rank %lld of %lld, expected rank %d of %d", path,
+                   (long long)file_rank, (long long)file_world, rank, world);
   H5G_info_t info;
   if (rc == 0 && (H5Gget_info(file, &info) < 0 || info.nlinks != (hsize_t)adamw_state_count(opt)))
     rc = fimi_fail(err, "%s: expected %d optimizer arrays, found %llu", path, adamw_state_count(opt),
@@ -377,41 +387,68 @@ static void test_save_delay(void) {
   nanosleep(&ts, NULL);
 }
 
-static int write_into(const char *dir, const GemmaModel *model, AdamW *opt, const TrainerState *ts,
-                      const char *tokenizer_path, FimiError *err) {
+// The file name of `rank`'s optimizer shard in a checkpoint of `world` ranks.
+static int shard_file_name(char *out, size_t size, int rank, int world) {
+  return snprintf(out, size, "optimizer-rank%05d-of-%05d.h5", rank, world) < (int)size ? 0 : -1;
+}
+
+int checkpoint_begin_save(const char *out_dir, int64_t step, char *tmp, size_t tmp_size, FimiError *err) {
+  if (dir_create(out_dir, err) != 0) return -1;
+  if (step_dir(tmp, tmp_size, out_dir, TMP_PREFIX, step, err) != 0) return -1;
+  struct stat st;
+  if (stat(tmp, &st) == 0 && remove_flat_dir(tmp, err) != 0) return -1;
+  return 0;
+}
+
+int checkpoint_temp_dir(const char *out_dir, int64_t step, char *tmp, size_t tmp_size, FimiError *err) {
+  return step_dir(tmp, tmp_size, out_dir, TMP_PREFIX, step, err);
+}
+
+int checkpoint_write_model(const char *tmp, const GemmaModel *model, const char *tokenizer_path, FimiError *err) {
   char path[CHECKPOINT_PATH_MAX];
-  if (gemma_save_pretrained(model, dir, SAFETENSORS_F32, 0, err) != 0) return -1;
+  if (gemma_save_pretrained(model, tmp, SAFETENSORS_F32, 0, err) != 0) return -1;
   if (tokenizer_path && tokenizer_path[0] &&
-      (path_join(path, sizeof path, dir, "tokenizer.json", err) != 0 || copy_file(tokenizer_path, path, err) != 0))
+      (path_join(path, sizeof path, tmp, "tokenizer.json", err) != 0 || copy_file(tokenizer_path, path, err) != 0))
     return -1;
   test_save_delay();
-  // opt NULL (a sharded run's model-only checkpoint): no optimizer.h5.
-  if (opt && (path_join(path, sizeof path, dir, "optimizer.h5", err) != 0 || write_optimizer(path, opt, err) != 0))
-    return -1;
-  if (path_join(path, sizeof path, dir, "trainer_state.json", err) != 0 || write_trainer_state(path, ts, err) != 0)
-    return -1;
-  if (path_join(path, sizeof path, dir, "DONE", err) != 0) return -1;
+  return 0;
+}
+
+int checkpoint_write_optimizer_shard(const char *tmp, AdamW *opt, int rank, int world, FimiError *err) {
+  char name[64], path[CHECKPOINT_PATH_MAX];
+  if (world == 1 && rank == 0) snprintf(name, sizeof name, "optimizer.h5");
+  else if (rank < 0 || rank >= world || shard_file_name(name, sizeof name, rank, world) != 0)
+    return fimi_fail(err, "optimizer shard: rank %d of %d is invalid", rank, world);
+  if (path_join(path, sizeof path, tmp, name, err) != 0) return -1;
+  return write_optimizer(path, opt, rank, world, err);
+}
+
+int checkpoint_finish_save(const char *out_dir, const char *tmp, const TrainerState *ts, int keep_last,
+                           FimiError *err) {
+  char path[CHECKPOINT_PATH_MAX], final[CHECKPOINT_PATH_MAX];
+  if (step_dir(final, sizeof final, out_dir, STEP_PREFIX, ts->step, err) != 0) return -1;
+  if (path_join(path, sizeof path, tmp, "trainer_state.json", err) != 0 || write_trainer_state(path, ts, err) != 0)
+    return fimi_fail_wrap(err, "saving checkpoint %s", final);
+  if (path_join(path, sizeof path, tmp, "DONE", err) != 0) return -1;
   char done[64];
   int n = snprintf(done, sizeof done, "step %lld\n", (long long)ts->step);
-  return file_write_atomic(path, done, (size_t)n, err);
+  if (file_write_atomic(path, done, (size_t)n, err) != 0) return fimi_fail_wrap(err, "saving checkpoint %s", final);
+  // Saving a step that exists already (a rerun after resuming earlier):
+  // the new one replaces it.
+  struct stat st;
+  if (stat(final, &st) == 0 && remove_flat_dir(final, err) != 0) return -1;
+  if (rename(tmp, final) != 0) return fimi_fail(err, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+  return prune_checkpoints(out_dir, keep_last, err);
 }
 
 int checkpoint_save(const char *out_dir, const GemmaModel *model, AdamW *opt, const TrainerState *ts,
                     const char *tokenizer_path, int keep_last, FimiError *err) {
-  char tmp[CHECKPOINT_PATH_MAX], final[CHECKPOINT_PATH_MAX];
-  if (dir_create(out_dir, err) != 0) return -1;
-  if (step_dir(tmp, sizeof tmp, out_dir, TMP_PREFIX, ts->step, err) != 0 ||
-      step_dir(final, sizeof final, out_dir, STEP_PREFIX, ts->step, err) != 0)
-    return -1;
-  struct stat st;
-  if (stat(tmp, &st) == 0 && remove_flat_dir(tmp, err) != 0) return -1;
-  if (write_into(tmp, model, opt, ts, tokenizer_path, err) != 0)
-    return fimi_fail_wrap(err, "saving checkpoint %s", final);
-  // Saving a step that exists already (a rerun after resuming earlier):
-  // the new one replaces it.
-  if (stat(final, &st) == 0 && remove_flat_dir(final, err) != 0) return -1;
-  if (rename(tmp, final) != 0) return fimi_fail(err, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-  return prune_checkpoints(out_dir, keep_last, err);
+  char tmp[CHECKPOINT_PATH_MAX];
+  if (checkpoint_begin_save(out_dir, ts->step, tmp, sizeof tmp, err) != 0) return -1;
+  if (checkpoint_write_model(tmp, model, tokenizer_path, err) != 0 ||
+      (opt && checkpoint_write_optimizer_shard(tmp, opt, 0, 1, err) != 0))
+    return fimi_fail_wrap(err, "saving checkpoint step %lld in %s", (long long)ts->step, out_dir);
+  return checkpoint_finish_save(out_dir, tmp, ts, keep_last, err);
 }
 
 // Copies the checkpoint's weights into model after checking every tensor's
@@ -438,13 +475,42 @@ static int load_weights_into(const char *dir, GemmaModel *model, FimiError *err)
   return rc;
 }
 
-int checkpoint_load(const char *dir, GemmaModel *model, AdamW *opt, TrainerState *ts, FimiError *err) {
+// The error when the shard for (rank, world) is missing: says which world
+// size wrote the checkpoint, since resuming needs the same one.
+static int missing_shard(const char *dir, int rank, int world, FimiError *err) {
   char path[CHECKPOINT_PATH_MAX];
+  if (path_join(path, sizeof path, dir, "optimizer.h5", err) == 0 && is_file(path) && world > 1)
+    return fimi_fail(err, "%s was written by a single-process run (optimizer.h5): resume it without mpirun and "
+                     "without dist.zero3 (a %d-rank run cannot reshard it)", dir, world);
+  DIR *d = opendir(dir);
+  int saved_world = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (sscanf(e->d_name, "optimizer-rank%*5d-of-%5d.h5", &saved_world) == 1) break;
+  if (d) closedir(d);
+  if (saved_world > 0)
+    return fimi_fail(err, "%s was written by a %d-rank run: resume it with %d ranks (this run has %d)", dir,
+                     saved_world, saved_world, world);
+  return fimi_fail(err, "%s holds no optimizer state (optimizer.h5 or optimizer-rank*-of-*.h5): it cannot be "
+                   "resumed", dir);
+}
+
+int checkpoint_load_shard(const char *dir, GemmaModel *model, AdamW *opt, TrainerState *ts, int rank, int world,
+                          FimiError *err) {
+  char path[CHECKPOINT_PATH_MAX], name[64];
   if (path_join(path, sizeof path, dir, "DONE", err) != 0) return -1;
   if (!is_file(path)) return fimi_fail(err, "%s: no DONE marker (an incomplete checkpoint)", dir);
   if (path_join(path, sizeof path, dir, "trainer_state.json", err) != 0 || read_trainer_state(path, ts, err) != 0)
     return -1;
   if (load_weights_into(dir, model, err) != 0) return -1;
-  if (path_join(path, sizeof path, dir, "optimizer.h5", err) != 0 || read_optimizer(path, opt, err) != 0) return -1;
-  return 0;
+  if (world == 1 && rank == 0) snprintf(name, sizeof name, "optimizer.h5");
+  else if (rank < 0 || rank >= world || shard_file_name(name, sizeof name, rank, world) != 0)
+    return fimi_fail(err, "optimizer shard: rank %d of %d is invalid", rank, world);
+  if (path_join(path, sizeof path, dir, name, err) != 0) return -1;
+  if (!is_file(path)) return missing_shard(dir, rank, world, err);
+  return read_optimizer(path, opt, rank, world, err);
+}
+
+int checkpoint_load(const char *dir, GemmaModel *model, AdamW *opt, TrainerState *ts, FimiError *err) {
+  return checkpoint_load_shard(dir, model, opt, ts, 0, 1, err);
 }

@@ -11,6 +11,11 @@
 //                                    attributes step and format_version
 //   trainer_state.json               TrainerState
 //   DONE                             written last
+// A sharded (ZeRO-3) run writes, instead of optimizer.h5, one file per rank:
+//   optimizer-rank00001-of-00004.h5  that rank's shard moments and step
+//                                    (attributes rank, world); its master
+//                                    weights are model.safetensors (F32, exact)
+// and is resumed only with the same number of ranks (docs/training.md).
 // Everything is written into OUT/.tmp-step_000180 and renamed to
 // OUT/step_000180 once DONE is there; only then are older checkpoints
 // beyond keep_last deleted. A directory without DONE is never loaded.
@@ -44,10 +49,23 @@ typedef struct TrainerState {
 
 // Writes OUT/step_%06lld (see above). tokenizer_path may be NULL or "" (no
 // copy). keep_last > 0 deletes the oldest complete checkpoints beyond it.
-// opt may be NULL (no optimizer.h5: a sharded run's model-only checkpoint,
-// which checkpoint_load refuses for lack of optimizer.h5).
+// opt may be NULL (no optimizer.h5: a model-only checkpoint, which
+// checkpoint_load refuses for lack of optimizer state).
 int checkpoint_save(const char *out_dir, const GemmaModel *model, AdamW *opt, const TrainerState *ts,
                     const char *tokenizer_path, int keep_last, FimiError *err);
+// The steps of checkpoint_save, for a save spread over ranks (train/loop.c
+// runs them with a collective agreement between steps):
+//   rank 0:     checkpoint_begin_save   a clean OUT/.tmp-step_N into tmp
+//   rank 0:     checkpoint_write_model  config, model.safetensors, tokenizer
+//   every rank: checkpoint_write_optimizer_shard (world 1: optimizer.h5)
+//   rank 0:     checkpoint_finish_save  trainer state, DONE, rename, prune
+// checkpoint_temp_dir gives the other ranks the same tmp path.
+int checkpoint_begin_save(const char *out_dir, int64_t step, char *tmp, size_t tmp_size, FimiError *err);
+int checkpoint_temp_dir(const char *out_dir, int64_t step, char *tmp, size_t tmp_size, FimiError *err);
+int checkpoint_write_model(const char *tmp, const GemmaModel *model, const char *tokenizer_path, FimiError *err);
+int checkpoint_write_optimizer_shard(const char *tmp, AdamW *opt, int rank, int world, FimiError *err);
+int checkpoint_finish_save(const char *out_dir, const char *tmp, const TrainerState *ts, int keep_last,
+                           FimiError *err);
 // The newest OUT/step_* holding DONE: returns 1 and fills path/step, 0 when
 // there is none, -1 on error (OUT unreadable).
 int checkpoint_find_latest(const char *out_dir, char *path, size_t path_size, int64_t *step, FimiError *err);
@@ -55,6 +73,11 @@ int checkpoint_find_latest(const char *out_dir, char *path, size_t path_size, in
 // shapes must match), optimizer (same buffers) and *ts. Validates everything;
 // on failure the model and optimizer may hold a mix of old and new values.
 int checkpoint_load(const char *dir, GemmaModel *model, AdamW *opt, TrainerState *ts, FimiError *err);
+// The same for rank `rank` of a `world`-rank sharded run: opt is the rank's
+// shard optimizer; the shard file must come from a run of the same world size
+// (the error says which one wrote it).
+int checkpoint_load_shard(const char *dir, GemmaModel *model, AdamW *opt, TrainerState *ts, int rank, int world,
+                          FimiError *err);
 // Removes OUT/.tmp-step_* left by a process killed during a save; returns
 // how many were removed, or -1.
 int checkpoint_clean_temp(const char *out_dir, FimiError *err);

@@ -187,6 +187,22 @@ static int apply_update(const TrainLoopConfig *c, TrainState *s, TrainerState *t
 
 // ---- the run ----------------------------------------------------------------------
 
+// Every rank learns whether all succeeded; a rank that did not fail itself
+// reports the other's failure.
+static int agree(TrainState *s, int rc, const char *what, FimiError *err) {
+  if (s->ops->all_ok(s->ops_ctx, rc == 0)) return 0;
+  return rc != 0 ? -1 : fimi_fail(err, "%s: another rank failed (its message is in its log)", what);
+}
+
+// Replicated: the model and its optimizer. Sharded: every rank reads the
+// full weights and its own optimizer shard, then sets its shards.
+static int load_checkpoint(TrainState *s, const char *path, TrainerState *ts, FimiError *err) {
+  if (!s->ops) return checkpoint_load(path, s->model, &s->opt, ts, err);
+  int rc = checkpoint_load_shard(path, s->model, s->ops->optimizer(s->ops_ctx), ts, s->rank, s->world, err);
+  if (agree(s, rc, path, err) != 0) return -1;
+  return agree(s, s->ops->load(s->ops_ctx, s->model, err), path, err);
+}
+
 static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, Rng *rng, FimiError *err) {
   memset(ts, 0, sizeof *ts);
   ts->best_eval = NAN;
@@ -196,8 +212,10 @@ static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState
   char path[CHECKPOINT_PATH_MAX];
   int64_t step = 0;
   const char *dir = c->resume_dir && c->resume_dir[0] ? c->resume_dir : c->out_dir;
-  if (s->rank == 0 && checkpoint_clean_temp(dir, err) < 0) return -1;
-  int found = checkpoint_find_latest(dir, path, sizeof path, &step, err);
+  int found = s->rank == 0 && checkpoint_clean_temp(dir, err) < 0 ? -1 : 0;
+  if (found == 0) found = checkpoint_find_latest(dir, path, sizeof path, &step, err);
+  // Sharded: every rank must take the same branch below (all see one out_dir).
+  if (s->ops && agree(s, found < 0 ? -1 : 0, dir, err) != 0) return -1;
   if (found < 0) return -1;
   if (!(c->resume_dir && c->resume_dir[0])) {
     if (found)
@@ -206,10 +224,7 @@ static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState
     return 0;
   }
   if (!found) return fimi_fail(err, "--resume %s: no complete checkpoint (step_* with DONE) there", dir);
-  if (s->ops)
-    return fimi_fail(err, "--resume %s: resuming a sharded (ZeRO-3, %d-rank) run is not supported yet: its "
-                     "checkpoints hold the model only (docs/training.md, \"Across ranks\")", dir, s->world);
-  if (checkpoint_load(path, s->model, &s->opt, ts, err) != 0) return fimi_fail_wrap(err, "resuming");
+  if (load_checkpoint(s, path, ts, err) != 0) return fimi_fail_wrap(err, "resuming");
   if (ts->data_seed != c->data_seed)
     return fimi_fail(err, "%s: data seed %llu differs from train.seed %llu: the data order would change", path,
                      (unsigned long long)ts->data_seed, (unsigned long long)c->data_seed);
@@ -221,17 +236,27 @@ static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState
   return 0;
 }
 
+// Sharded: every rank gathers the weights (collective); rank 0 writes the
+// model and the trainer state, every rank its optimizer shard (checkpoint.h).
+static int save_sharded(const TrainLoopConfig *c, TrainState *s, const TrainerState *ts, FimiError *err) {
+  char tmp[CHECKPOINT_PATH_MAX], what[64];
+  snprintf(what, sizeof what, "checkpoint step %lld", (long long)ts->step);
+  int rc = train_state_sync_model(s, err);
+  if (rc == 0) rc = s->rank == 0 ? checkpoint_begin_save(c->out_dir, ts->step, tmp, sizeof tmp, err)
+                                 : checkpoint_temp_dir(c->out_dir, ts->step, tmp, sizeof tmp, err);
+  if (rc == 0 && s->rank == 0) rc = checkpoint_write_model(tmp, s->model, c->tokenizer_path, err);
+  if (agree(s, rc, what, err) != 0) return -1;
+  rc = checkpoint_write_optimizer_shard(tmp, s->ops->optimizer(s->ops_ctx), s->rank, s->world, err);
+  if (agree(s, rc, what, err) != 0) return -1;
+  if (s->rank == 0) rc = checkpoint_finish_save(c->out_dir, tmp, ts, (int)c->keep_last, err);
+  return agree(s, rc, what, err);
+}
+
 static int save(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, const Rng *rng, double elapsed,
                 FimiError *err) {
   memcpy(ts->rng, rng->state, sizeof ts->rng);
   ts->elapsed = elapsed;
-  // Sharded: every rank gathers the weights (collective), rank 0 writes the
-  // model without optimizer state (docs/training.md, "Across ranks").
-  if (s->ops) {
-    if (train_state_sync_model(s, err) != 0) return -1;
-    return s->rank == 0 ? checkpoint_save(c->out_dir, s->model, NULL, ts, c->tokenizer_path, (int)c->keep_last, err)
-                        : 0;
-  }
+  if (s->ops) return save_sharded(c, s, ts, err);
   return checkpoint_save(c->out_dir, s->model, &s->opt, ts, c->tokenizer_path, (int)c->keep_last, err);
 }
 
@@ -251,7 +276,8 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   int rc = idx ? 0 : -1;
   if (rc == 0 && ts.step > 0) rc = dataset_loader_seek(&loader, ts.cursor, err);
   if (rc == 0) rc = path_join(metrics_path, sizeof metrics_path, c->out_dir, "metrics.jsonl", err);
-  if (rc == 0 && ts.step > 0) rc = truncate_metrics(metrics_path, ts.step, err);
+  // Only rank 0 owns metrics.jsonl (other ranks would race on its rewrite).
+  if (rc == 0 && ts.step > 0 && s->rank == 0) rc = truncate_metrics(metrics_path, ts.step, err);
   FILE *metrics = NULL;
   if (rc == 0 && s->rank == 0 && !(metrics = fopen(metrics_path, ts.step > 0 ? "ab" : "wb")))
     rc = fimi_fail(err, "cannot open %s for writing", metrics_path);

@@ -28,6 +28,15 @@ typedef struct TrainStateOps {
   int (*clip_step)(void *ctx, double lr, double max_norm, int update, ClipResult *out, FimiError *err);
   // Collective: the full current weights into dst (for checkpoints).
   int (*gather)(void *ctx, GemmaModel *dst, FimiError *err);
+  // Checkpoints of a sharded run: this rank's optimizer (its shard moments and
+  // step), which the checkpoint saves and loads per rank;
+  AdamW *(*optimizer)(void *ctx);
+  // sets the shards from full weights (after a checkpoint was loaded into src);
+  int (*load)(void *ctx, const GemmaModel *src, FimiError *err);
+  // collective: 1 when ok is nonzero on every rank, else 0 on every rank, so
+  // that one rank's failure (a full disk, a bad file) stops all of them
+  // together instead of leaving the others blocked in the next collective.
+  int (*all_ok)(void *ctx, int ok);
 } TrainStateOps;
 
 typedef struct TrainState {

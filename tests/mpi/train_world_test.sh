@@ -5,8 +5,10 @@
 # (--oversubscribe), and plainly with dist.zero3 = true; checks that every
 # run's per-step losses agree with the plain run within 1e-5 (relative) and
 # that the final model.safetensors agree within 1e-5 (numpy + safetensors
-# from .venv). Also: only rank 0 writes metrics.jsonl; the refusals (dpo and
-# save_every > 0 across ranks). Usage: train_world_test.sh PATH/TO/fimi
+# from .venv). Also: only rank 0 writes metrics.jsonl; sharded checkpoints
+# (one optimizer file per rank): -np 2 stopped at step 10 and resumed equals
+# the straight -np 2 run bitwise, and resuming with another world size is
+# refused with the world size that wrote it. Usage: train_world_test.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -68,9 +70,24 @@ PYEOF
 expect_ok "losses and final weights agree within 1e-5" "$PY" "$WORK/compare.py" "$WORK"
 cat "$WORK/out" "$WORK/err"
 expect_true "-np 4: one metrics.jsonl of 20 lines" test "$(wc -l <"$WORK/np4/metrics.jsonl")" = 20
-expect_true "-np 4: final checkpoint, model only" test -f "$WORK/np4/step_000020/DONE" -a ! -e "$WORK/np4/step_000020/optimizer.h5"
-expect_fail "-np 2 refuses save_every > 0" "periodic checkpoints across ranks are not supported" \
-  "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" --set train.out_dir="$WORK/bad1" --set train.save_every=5
+expect_true "-np 4: final checkpoint with 4 optimizer shards" test -f "$WORK/np4/step_000020/DONE" -a \
+  -f "$WORK/np4/step_000020/optimizer-rank00003-of-00004.h5" -a ! -e "$WORK/np4/step_000020/optimizer.h5"
+
+# Periodic sharded checkpoints, stop at step 10, resume with the same world.
+expect_ok "-np 2 saves every 5 steps, stops at 10" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" \
+  --set train.out_dir="$WORK/resume2" --set train.save_every=5 --set train.keep_last=1 --set train.stop_at_step=10
+expect_true "-np 2: step 10 has both shards, step 5 pruned" test -f "$WORK/resume2/step_000010/optimizer-rank00001-of-00002.h5" \
+  -a ! -e "$WORK/resume2/step_000005"
+expect_fail "-np 4 cannot resume a 2-rank checkpoint" "written by a 2-rank run" \
+  "$MPIEXEC" --oversubscribe -np 4 "$FIMI" "${ARGS[@]}" --resume "$WORK/resume2" --set train.save_every=5
+expect_fail "a single process cannot resume a 2-rank checkpoint" "written by a 2-rank run" \
+  "$FIMI" "${ARGS[@]}" --resume "$WORK/resume2" --set train.save_every=5
+expect_ok "-np 2 resumes at step 10" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" --resume "$WORK/resume2" \
+  --set train.save_every=5 --set train.keep_last=1
+expect_true "resumed -np 2 run: same final weights as the straight one, bitwise" \
+  cmp "$WORK/resume2/step_000020/model.safetensors" "$WORK/np2/step_000020/model.safetensors"
+expect_true "resumed -np 2 run: same metrics as the straight one" \
+  diff <(grep -o '"loss":[^,]*' "$WORK/resume2/metrics.jsonl") <(grep -o '"loss":[^,]*' "$WORK/np2/metrics.jsonl")
 expect_fail "-np 2 refuses dpo" "only sft is supported" \
   "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" --set train.out_dir="$WORK/bad2" --set train.objective=dpo
 cli_summary
