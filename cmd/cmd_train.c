@@ -4,9 +4,9 @@
 // train/loop.h, optionally resuming from the newest complete checkpoint of a
 // run directory (docs/training.md, docs/dpo.md). --dry-run validates the
 // config and prints the plan without loading the model or data.
-// Under mpirun with more than one rank (or with dist.zero3 = true) SFT runs
-// sharded: a ZeRO-3 TrainState (dist/zero3.h) and an SFT objective whose
-// units are single rows (docs/training.md, "Across ranks").
+// Under mpirun with more than one rank (or with dist.zero3 = true) training
+// runs sharded: a ZeRO-3 TrainState (dist/zero3.h) and an objective whose
+// units are single rows (SFT) or pairs (DPO) (docs/training.md, "Across ranks").
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,39 +220,61 @@ static int ensure_reference(TrainSetup *t, GemmaModel *model, FimiError *err) {
   return 0;
 }
 
+// dpo.reference = model: a frozen copy of the initial model, loaded before
+// train_run restores a checkpoint into the policy. *have = 0 otherwise.
+static int load_reference(const TrainSetup *t, GemmaModel *reference, int *have, FimiError *err) {
+  *have = 0;
+  if (strcmp(t->objective, "dpo") || t->reference != DPO_REFERENCE_MODEL) return 0;
+  if (gemma_load_pretrained(reference, t->init_dir, err) != 0) return fimi_fail_wrap(err, "dpo reference model");
+  reference->recompute = t->recompute;
+  *have = 1;
+  return 0;
+}
+
+static void print_dpo_summary(const TrainSummary *summary, const DpoObjective *dpo) {
+  if (summary->end_step <= summary->start_step) return;
+  printf("fimi train: dpo rewards/accuracies %.3f, margins %.4f", dpo->last.rewards_accuracies,
+         dpo->last.rewards_margins);
+  if (dpo->have_eval)
+    printf(", eval accuracy %.3f, eval loss %.4f", dpo->last_eval.rewards_accuracies, dpo->last_eval.loss);
+  printf("\n");
+}
+
+// Across ranks rank 0 alone adds the reference log-probs (one writer per
+// file); the others wait for it before opening the datasets.
+static int reference_pass(TrainSetup *t, GemmaModel *model, Communicator *comm, FimiError *err) {
+  int rc = !comm || comm->rank == 0 ? ensure_reference(t, model, err) : 0;
+  if (!comm) return rc;
+  double bad = rc != 0;
+  FimiError reduce_err = {0};
+  if (comm_all_reduce_f64(comm, &bad, 1, COMM_MAX, &reduce_err) != 0) return fimi_fail(err, "%s", reduce_err.message);
+  if (bad != 0 && rc == 0) rc = fimi_fail(err, "rank 0 failed to add the reference log-probs (see its message)");
+  return rc;
+}
+
 static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, const Dataset *train,
                          const Dataset *eval, FimiError *err) {
   TrainObjective obj;
   SftObjective sft;
   DpoObjective dpo;
   GemmaModel reference;
-  int is_dpo = !strcmp(t->objective, "dpo"), have_reference = 0, rc = 0;
-  if (is_dpo && t->reference == DPO_REFERENCE_MODEL) {
-    // A frozen copy of the initial model: loaded now, before train_run
-    // restores a checkpoint into the policy.
-    if (gemma_load_pretrained(&reference, t->init_dir, err) != 0) return fimi_fail_wrap(err, "dpo reference model");
-    reference.recompute = t->recompute;
-    have_reference = 1;
-  }
-  if (is_dpo) {
+  memset(&sft, 0, sizeof sft);
+  memset(&dpo, 0, sizeof dpo);
+  int is_dpo = !strcmp(t->objective, "dpo"), have_reference = 0;
+  int rc = load_reference(t, &reference, &have_reference, err);
+  if (rc == 0 && is_dpo) {
     rc = dpo_objective_init(&dpo, &model->config, &t->dpo, &t->monitor, have_reference ? &reference : NULL, &obj,
                             err);
     t->loop.step_metrics = dpo_objective_step_metrics;
     t->loop.step_metrics_ctx = &dpo;
-  } else {
+  } else if (rc == 0) {
     sft_objective_init(&sft, &model->config, &obj);
   }
   if (rc == 0) {
     TrainSummary summary;
     rc = train_run(&t->loop, state, &obj, train, eval, &summary, err);
     if (rc == 0) print_summary(&summary, t->loop.out_dir);
-    if (rc == 0 && is_dpo && summary.end_step > summary.start_step) {
-      printf("fimi train: dpo rewards/accuracies %.3f, margins %.4f", dpo.last.rewards_accuracies,
-             dpo.last.rewards_margins);
-      if (dpo.have_eval) printf(", eval accuracy %.3f, eval loss %.4f", dpo.last_eval.rewards_accuracies,
-                                dpo.last_eval.loss);
-      printf("\n");
-    }
+    if (rc == 0 && is_dpo) print_dpo_summary(&summary, &dpo);
   }
   if (is_dpo) dpo_objective_free(&dpo);
   else sft_objective_free(&sft);
@@ -262,23 +284,28 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, co
 
 // ---- across ranks (ZeRO-3) ----------------------------------------------------------
 
-// The sharded SFT objective. THE UNIT RULE of dist/zero3.h with units of one
-// row: row u of a micro-batch goes to rank u % world as its call u / world;
-// when the rows do not fill the last round, the ranks without a row run a
-// dummy unit (row 0 with zero dlogprobs: it adds exact zeros). dlogprobs are
-// -mask * weight / (loss tokens of the WHOLE micro-batch), as in train/sft.c,
-// so the gradients match the single-process run; the loss is all-reduced.
-typedef struct ShardedSft {
+// The sharded objectives. THE UNIT RULE of dist/zero3.h: SFT units are one
+// row, DPO units one pair (dpo/objective.h, DpoModelOps): unit u of a
+// micro-batch goes to rank u % world as its call u / world; when the units do
+// not fill the last round, the ranks without one run a dummy unit (unit 0
+// with zero dlogprobs: it adds exact zeros). SFT dlogprobs are -mask * weight
+// / (loss tokens of the WHOLE micro-batch), as in train/sft.c, so the
+// gradients match the single-process run; losses are all-reduced.
+typedef struct Sharded {
   Zero3 z;
   Communicator *comm;
   SftObjective sft;   // pad_id, max_len, and the whole micro-batch (for counts)
   SftBatch unit;      // one row
-} ShardedSft;
+  DpoObjective dpo;
+  DpoModelOps dpo_ops;
+  GemmaModel reference;  // dpo.reference = model: replicated on every rank
+  int have_reference;
+} Sharded;
 
 // Runs this rank's units of rows[0..count); *mask_logp gets the sum of
 // mask * logprob over them (double). backward: zero3_forward_backward with
 // dlogprobs scaled by scale, else zero3_forward.
-static int sharded_units(ShardedSft *s, const Dataset *ds, const int64_t *rows, int64_t count, int backward,
+static int sharded_units(Sharded *s, const Dataset *ds, const int64_t *rows, int64_t count, int backward,
                          float scale, double *mask_logp, FimiError *err) {
   int world = s->comm->world, rank = s->comm->rank;
   int64_t rounds = (count + world - 1) / world;
@@ -301,7 +328,7 @@ static int sharded_units(ShardedSft *s, const Dataset *ds, const int64_t *rows, 
 
 static int sharded_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
                                double weight, TrainBatchResult *out, FimiError *err) {
-  ShardedSft *s = ctx;
+  Sharded *s = ctx;
   (void)model;  // the weights live in s->z
   memset(out, 0, sizeof *out);
   // Every rank holds the same row list, so the counts need no communication.
@@ -318,7 +345,7 @@ static int sharded_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, 
 
 static int sharded_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
                               double *loss_sum, double *count_out, FimiError *err) {
-  ShardedSft *s = ctx;
+  Sharded *s = ctx;
   (void)model;
   if (sft_batch_build(&s->sft.batch, ds, rows, count, s->sft.pad_id, s->sft.max_len, err) != 0) return -1;
   int64_t loss_tokens = s->sft.batch.loss_tokens;
@@ -330,10 +357,24 @@ static int sharded_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, c
   return 0;
 }
 
-static void sharded_zero_grad(void *ctx) { zero3_zero_grads(&((ShardedSft *)ctx)->z); }
+// DpoModelOps over the ZeRO-3 model.
+static int sharded_forward(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                           FimiError *err) {
+  return zero3_forward(&((Sharded *)ctx)->z, tokens, targets, B, T, logprobs, err);
+}
+
+static int sharded_backward(void *ctx, const float *dlogprobs, FimiError *err) {
+  return zero3_backward(&((Sharded *)ctx)->z, dlogprobs, err);
+}
+
+static int sharded_all_reduce_sum(void *ctx, double *data, int count, FimiError *err) {
+  return comm_all_reduce_f64(((Sharded *)ctx)->comm, data, (size_t)count, COMM_SUM, err);
+}
+
+static void sharded_zero_grad(void *ctx) { zero3_zero_grads(&((Sharded *)ctx)->z); }
 
 static int sharded_clip_step(void *ctx, double lr, double max_norm, int update, ClipResult *out, FimiError *err) {
-  ShardedSft *s = ctx;
+  Sharded *s = ctx;
   if (update) return zero3_step(&s->z, lr, max_norm, out, err);
   // A non-finite loss (the same on every rank): no update, norm not computed.
   *out = (ClipResult){.norm = NAN, .scale = 1.0f, .finite = 0, .clipped = 0};
@@ -341,17 +382,17 @@ static int sharded_clip_step(void *ctx, double lr, double max_norm, int update, 
 }
 
 static int sharded_gather(void *ctx, GemmaModel *dst, FimiError *err) {
-  return zero3_gather_full_weights(&((ShardedSft *)ctx)->z, dst, err);
+  return zero3_gather_full_weights(&((Sharded *)ctx)->z, dst, err);
 }
 
-static AdamW *sharded_optimizer(void *ctx) { return &((ShardedSft *)ctx)->z.opt; }
+static AdamW *sharded_optimizer(void *ctx) { return &((Sharded *)ctx)->z.opt; }
 
 static int sharded_load(void *ctx, const GemmaModel *src, FimiError *err) {
-  return zero3_load_full_weights(&((ShardedSft *)ctx)->z, src, err);
+  return zero3_load_full_weights(&((Sharded *)ctx)->z, src, err);
 }
 
 static int sharded_all_ok(void *ctx, int ok) {
-  ShardedSft *s = ctx;
+  Sharded *s = ctx;
   double bad = ok ? 0.0 : 1.0;
   FimiError err = {0};
   if (comm_all_reduce_f64(s->comm, &bad, 1, COMM_MAX, &err) != 0) return 0;
@@ -361,12 +402,31 @@ static int sharded_all_ok(void *ctx, int ok) {
 static const TrainStateOps sharded_ops = {sharded_zero_grad, sharded_clip_step, sharded_gather,
                                           sharded_optimizer, sharded_load,     sharded_all_ok};
 
+// The objective on the sharded model: SFT with the unit functions above, or
+// DPO through DpoModelOps.
+static int sharded_objective(TrainSetup *t, GemmaModel *model, Sharded *s, TrainObjective *obj, FimiError *err) {
+  sft_objective_init(&s->sft, &model->config, obj);
+  if (strcmp(t->objective, "dpo")) {
+    obj->ctx = s;
+    obj->train_batch = sharded_train_batch;
+    obj->eval_batch = sharded_eval_batch;
+    return 0;
+  }
+  if (load_reference(t, &s->reference, &s->have_reference, err) != 0) return -1;
+  if (dpo_objective_init(&s->dpo, &model->config, &t->dpo, &t->monitor, s->have_reference ? &s->reference : NULL,
+                         obj, err) != 0)
+    return -1;
+  s->dpo_ops = (DpoModelOps){sharded_forward, sharded_backward, sharded_all_reduce_sum, s, s->comm->rank,
+                             s->comm->world};
+  dpo_objective_set_model_ops(&s->dpo, &s->dpo_ops);
+  t->loop.step_metrics = dpo_objective_step_metrics;
+  t->loop.step_metrics_ctx = &s->dpo;
+  return 0;
+}
+
 static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, const Dataset *train,
                        const Dataset *eval, FimiError *err) {
-  if (strcmp(t->objective, "sft"))
-    return fimi_fail(err, "train.objective %s runs on one process only for now: across ranks (world %d, "
-                     "dist.zero3) only sft is supported", t->objective, comm->world);
-  ShardedSft *s = fimi_calloc(1, sizeof *s, err);
+  Sharded *s = fimi_calloc(1, sizeof *s, err);
   if (!s) return -1;
   s->comm = comm;
   Zero3Config zc;
@@ -375,12 +435,9 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
   zc.decay = t->rules;
   zc.recompute = t->recompute;
   TrainObjective obj;
-  sft_objective_init(&s->sft, &model->config, &obj);
-  obj.ctx = s;
-  obj.train_batch = sharded_train_batch;
-  obj.eval_batch = sharded_eval_batch;
-  int rc = zero3_create(&s->z, &model->config, &zc, comm, 1, err);
-  int created = rc == 0;
+  int rc = sharded_objective(t, model, s, &obj, err);
+  int created = rc == 0 && zero3_create(&s->z, &model->config, &zc, comm, 1, err) == 0;
+  if (rc == 0 && !created) rc = -1;
   if (rc == 0) rc = zero3_load_full_weights(&s->z, model, err);
   if (rc == 0) {
     TrainState state;
@@ -390,6 +447,7 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
     rc = train_run(&t->loop, &state, &obj, train, eval, &summary, err);
     if (rc == 0 && comm->rank == 0) {
       print_summary(&summary, t->loop.out_dir);
+      if (!strcmp(t->objective, "dpo")) print_dpo_summary(&summary, &s->dpo);
       printf("fimi train: ZeRO-3 across %d rank%s\n", comm->world, comm->world > 1 ? "s" : "");
     }
     train_state_free(&state);
@@ -397,6 +455,8 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
   if (created) zero3_free(&s->z);
   sft_batch_free(&s->unit);
   sft_objective_free(&s->sft);
+  dpo_objective_free(&s->dpo);
+  if (s->have_reference) gemma_model_free(&s->reference);
   free(s);
   return rc;
 }
@@ -410,7 +470,7 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
   int have_eval = t->eval_path[0] != 0, have_train = 0;
   DatasetKind kind = strcmp(t->objective, "dpo") ? DATASET_SFT : DATASET_DPO;
   TrainState state;
-  int state_ok = 0, rc = ensure_reference(t, &model, err);
+  int state_ok = 0, rc = reference_pass(t, &model, comm, err);
   if (rc == 0 && dataset_open(t->train_path, model.config.vocab_size, &train, err) != 0)
     rc = fimi_fail_wrap(err, "data.train");
   have_train = rc == 0;
@@ -480,11 +540,7 @@ int cmd_train(int argc, char **argv) {
   int rc = comm_init(&comm, MPI_COMM_WORLD, &err);
   if (rc == 0) {
     int sharded = setup.zero3 || comm.world > 1;
-    if (sharded && strcmp(setup.objective, "sft"))
-      rc = fimi_fail(&err, "train.objective %s runs on one process only for now: across ranks (world %d, "
-                     "dist.zero3) only sft is supported", setup.objective, comm.world);
-    else
-      rc = run_training(&setup, sharded ? &comm : NULL, &err);
+    rc = run_training(&setup, sharded ? &comm : NULL, &err);
     if (rc != 0) {
       // One rank failing leaves the others blocked in a collective.
       fprintf(stderr, "fimi train: rank %d: %s\n", comm.rank, err.message);

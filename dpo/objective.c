@@ -164,7 +164,9 @@ static int forward_pairs(DpoObjective *d, GemmaModel *model, const Dataset *ds, 
   if (dpo_batch_build(b, ds, rows, count, d->pad_id, d->max_len, err) != 0) return -1;
   if (grow_pairs(d, (size_t)count, err) != 0) return -1;
   if (reference_sums(d, ds, rows, err) != 0) return -1;
-  if (gemma_forward(model, b->tokens, b->targets, b->B, b->T, b->logprobs, err) != 0) return -1;
+  int rc = d->ops ? d->ops->forward(d->ops->ctx, b->tokens, b->targets, b->B, b->T, b->logprobs, err)
+                  : gemma_forward(model, b->tokens, b->targets, b->B, b->T, b->logprobs, err);
+  if (rc != 0) return -1;
   dpo_batch_sums(b);
   for (int i = 0; i < b->pairs; i++) {
     DpoPair *p = &d->pairs[i];
@@ -176,11 +178,109 @@ static int forward_pairs(DpoObjective *d, GemmaModel *model, const Dataset *ds, 
   return 0;
 }
 
+// Each response's masked tokens get d loss / d (its summed log-prob).
+static void fill_dlogprobs(DpoObjective *d) {
+  DpoBatch *b = &d->batch;
+  for (int r = 0; r < b->B; r++) {
+    float g = (float)(r % 2 ? d->drejected[r / 2] : d->dchosen[r / 2]);
+    for (int t = 0; t < b->T; t++) {
+      size_t i = (size_t)r * b->T + t;
+      b->dlogprobs[i] = b->mask[i] * g;
+    }
+  }
+}
+
+// ---- across ranks: one pair per unit (DpoModelOps) ------------------------------
+
+// Runs this rank's pairs of rows[0..count): forward, loss, and (backward)
+// the backward with the loss scaled by scale. Adds the real pairs' sums to
+// *sums; *bad counts pairs with a non-finite log-prob (their gradients are
+// zeroed, and the caller reports a NaN loss so that the step is skipped).
+static int run_units(DpoObjective *d, const Dataset *ds, const int64_t *rows, int64_t count, int backward,
+                     double scale, DpoSums *sums, double *bad, FimiError *err) {
+  const DpoModelOps *ops = d->ops;
+  int64_t rounds = (count + ops->world - 1) / ops->world;
+  for (int64_t j = 0; j < rounds; j++) {
+    int64_t u = j * ops->world + ops->rank;
+    int real = u < count;
+    if (forward_pairs(d, NULL, ds, &rows[real ? u : 0], 1, err) != 0)
+      return fimi_fail_wrap(err, "rank %d, pair %lld", ops->rank, (long long)u);
+    DpoSums unit;
+    dpo_sums_clear(&unit);
+    int finite = dpo_batch_loss(&d->config, d->pairs, 1, real ? scale : 0.0, d->dchosen, d->drejected, &unit, err) == 0;
+    if (!finite) {
+      log_warn("DPO: %s", err->message);
+      memset(err, 0, sizeof *err);
+      d->dchosen[0] = d->drejected[0] = 0.0;
+      *bad += real;
+    }
+    if (real && finite)
+      for (int k = 0; k < DPO_SUM_COUNT; k++) sums->v[k] += unit.v[k];
+    if (!backward) continue;
+    fill_dlogprobs(d);
+    if (ops->backward(ops->ctx, d->batch.dlogprobs, err) != 0)
+      return fimi_fail_wrap(err, "rank %d, pair %lld", ops->rank, (long long)u);
+  }
+  return 0;
+}
+
+// The rank-summed sums and count of non-finite pairs (one collective).
+static int reduce_units(DpoObjective *d, DpoSums *sums, double *bad, FimiError *err) {
+  double all[DPO_SUM_COUNT + 1];
+  memcpy(all, sums->v, sizeof sums->v);
+  all[DPO_SUM_COUNT] = *bad;
+  if (d->ops->all_reduce_sum(d->ops->ctx, all, DPO_SUM_COUNT + 1, err) != 0) return -1;
+  memcpy(sums->v, all, sizeof sums->v);
+  *bad = all[DPO_SUM_COUNT];
+  return 0;
+}
+
+static int sharded_train_batch(DpoObjective *d, const Dataset *ds, const int64_t *rows, int64_t count, double weight,
+                               TrainBatchResult *out, FimiError *err) {
+  // The whole micro-batch's token counts: every rank holds the same rows.
+  if (dpo_batch_build(&d->batch, ds, rows, count, d->pad_id, d->max_len, err) != 0) return -1;
+  out->tokens = d->batch.tokens_real;
+  out->loss_tokens = d->batch.loss_tokens;
+  if (grow_pairs(d, 1, err) != 0) return -1;
+  DpoSums sums;
+  dpo_sums_clear(&sums);
+  double bad = 0;
+  // TRL's loss is the mean over the pairs: each pair's gradient is scaled by
+  // weight / (pairs in the whole micro-batch), as on one process.
+  if (run_units(d, ds, rows, count, 1, weight / (double)count, &sums, &bad, err) != 0) return -1;
+  if (reduce_units(d, &sums, &bad, err) != 0) return -1;
+  if (bad > 0 || sums.v[DPO_SUM_PAIRS] <= 0) {
+    out->loss = NAN;  // the same on every rank: the loop skips the step
+    return 0;
+  }
+  for (int k = 0; k < DPO_SUM_COUNT; k++) d->step_sums.v[k] += sums.v[k];
+  out->loss = sums.v[DPO_SUM_LOSS] / sums.v[DPO_SUM_PAIRS];
+  return 0;
+}
+
+static int sharded_eval_batch(DpoObjective *d, const Dataset *ds, const int64_t *rows, int64_t count,
+                              double *loss_sum, double *count_out, FimiError *err) {
+  if (grow_pairs(d, 1, err) != 0) return -1;
+  DpoSums sums;
+  dpo_sums_clear(&sums);
+  double bad = 0;
+  if (run_units(d, ds, rows, count, 0, 1.0, &sums, &bad, err) != 0) return -1;
+  if (reduce_units(d, &sums, &bad, err) != 0) return -1;
+  if (bad > 0) return fimi_fail(err, "DPO evaluation: %.0f pairs had a non-finite log-prob", bad);
+  for (int k = 0; k < DPO_SUM_COUNT; k++) d->eval_sums.v[k] += sums.v[k];
+  *loss_sum += sums.v[DPO_SUM_LOSS];
+  *count_out += sums.v[DPO_SUM_PAIRS];
+  return 0;
+}
+
+// ---- the objective -------------------------------------------------------------
+
 static int dpo_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
                            double weight, TrainBatchResult *out, FimiError *err) {
   DpoObjective *d = ctx;
   DpoBatch *b = &d->batch;
   memset(out, 0, sizeof *out);
+  if (d->ops) return sharded_train_batch(d, ds, rows, count, weight, out, err);
   if (forward_pairs(d, model, ds, rows, count, err) != 0) return -1;
   out->tokens = b->tokens_real;
   out->loss_tokens = b->loss_tokens;
@@ -195,13 +295,7 @@ static int dpo_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, cons
     out->loss = NAN;
     return 0;
   }
-  for (int r = 0; r < b->B; r++) {
-    float g = (float)(r % 2 ? d->drejected[r / 2] : d->dchosen[r / 2]);
-    for (int t = 0; t < b->T; t++) {
-      size_t i = (size_t)r * b->T + t;
-      b->dlogprobs[i] = b->mask[i] * g;
-    }
-  }
+  fill_dlogprobs(d);
   if (gemma_backward(model, b->dlogprobs, err) != 0) return -1;
   for (int k = 0; k < DPO_SUM_COUNT; k++) d->step_sums.v[k] += sums.v[k];
   out->loss = sums.v[DPO_SUM_LOSS] / sums.v[DPO_SUM_PAIRS];
@@ -211,6 +305,7 @@ static int dpo_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, cons
 static int dpo_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
                           double *loss_sum, double *count_out, FimiError *err) {
   DpoObjective *d = ctx;
+  if (d->ops) return sharded_eval_batch(d, ds, rows, count, loss_sum, count_out, err);
   if (forward_pairs(d, model, ds, rows, count, err) != 0) return -1;
   DpoSums sums;
   dpo_sums_clear(&sums);
@@ -252,7 +347,8 @@ int dpo_objective_step_metrics(void *ctx, int64_t step, struct cJSON *line, Fimi
     dpo_baseline_apply(&d->baseline, &d->last);
     add_metrics(line, "", &d->last, 1);
     DpoMonitorReport report;
-    if (dpo_monitor_update(&d->monitor, &d->last, &report))
+    // Across ranks every rank has the same metrics; rank 0 speaks for them.
+    if (dpo_monitor_update(&d->monitor, &d->last, &report) && (!d->ops || d->ops->rank == 0))
       log_warn("step %lld: %s", (long long)step, report.message);
   }
   dpo_sums_clear(&d->step_sums);
@@ -284,6 +380,8 @@ int dpo_objective_init(DpoObjective *dpo, const GemmaConfig *config, const DpoCo
   out->eval_batch = dpo_eval_batch;
   return 0;
 }
+
+void dpo_objective_set_model_ops(DpoObjective *dpo, const DpoModelOps *ops) { dpo->ops = ops; }
 
 void dpo_objective_free(DpoObjective *dpo) {
   dpo_batch_free(&dpo->batch);

@@ -50,8 +50,23 @@ typedef enum { DPO_REFERENCE_PRECOMPUTED = 0, DPO_REFERENCE_MODEL = 1 } DpoRefer
 // "precomputed" / "model".
 int dpo_reference_kind_parse(const char *name, DpoReferenceKind *out, FimiError *err);
 
+// The policy-model calls DPO makes, when they are not the loop's GemmaModel:
+// a ZeRO-3 model across ranks (cmd/cmd_train.c). Pairs are then the units of
+// dist/zero3.h: pair u of a micro-batch is forwarded and backwarded on rank
+// u % world, one pair per call (ranks left without a pair in the last round
+// run pair 0 with zero gradients), and the loss sums are all-reduced.
+typedef struct DpoModelOps {
+  int (*forward)(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs, FimiError *err);
+  int (*backward)(void *ctx, const float *dlogprobs, FimiError *err);
+  // Sums `count` doubles over the ranks, in a fixed order (collective).
+  int (*all_reduce_sum)(void *ctx, double *data, int count, FimiError *err);
+  void *ctx;
+  int rank, world;
+} DpoModelOps;
+
 typedef struct DpoObjective {
   DpoConfig config;
+  const DpoModelOps *ops;  // NULL: the loop's model, one process
   DpoMonitor monitor;
   DpoBaseline baseline;
   int pad_id, max_len;
@@ -73,6 +88,8 @@ int dpo_objective_init(DpoObjective *dpo, const GemmaConfig *config, const DpoCo
                        const DpoMonitorConfig *monitor_config, GemmaModel *reference, TrainObjective *out,
                        FimiError *err);
 void dpo_objective_free(DpoObjective *dpo);
+// Runs the policy through ops (borrowed; see DpoModelOps) from now on.
+void dpo_objective_set_model_ops(DpoObjective *dpo, const DpoModelOps *ops);
 
 // The per-step metrics callback for TrainLoopConfig.step_metrics (ctx = the
 // DpoObjective): adds rewards/..., logps/..., the changes since step 0 and,

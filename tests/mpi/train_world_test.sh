@@ -88,6 +88,5 @@ expect_true "resumed -np 2 run: same final weights as the straight one, bitwise"
   cmp "$WORK/resume2/step_000020/model.safetensors" "$WORK/np2/step_000020/model.safetensors"
 expect_true "resumed -np 2 run: same metrics as the straight one" \
   diff <(grep -o '"loss":[^,]*' "$WORK/resume2/metrics.jsonl") <(grep -o '"loss":[^,]*' "$WORK/np2/metrics.jsonl")
-expect_fail "-np 2 refuses dpo" "only sft is supported" \
-  "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" --set train.out_dir="$WORK/bad2" --set train.objective=dpo
+
 cli_summary
