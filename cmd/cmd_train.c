@@ -17,6 +17,7 @@
 #include "core/fileio.h"
 #include "core/log.h"
 #include "dist/comm.h"
+#include "dist/roles.h"
 #include "dist/zero3.h"
 #include "dpo/objective.h"
 #include "dpo/reference.h"
@@ -495,6 +496,30 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
   return rc;
 }
 
+// Under mpirun. Ranks have roles ([dist] env_ranks / roles, dist/roles.h):
+// train ranks run ZeRO-3 on their own communicator (the world split by
+// role); env ranks serve rollouts, which SFT and DPO do not use, so they
+// only wait for the train ranks. World 1 without dist.zero3 is the plain path.
+static int run_on_ranks(TrainSetup *setup, const Config *config, Communicator *world, FimiError *err) {
+  DistRoles roles;
+  if (dist_roles_from_config(&roles, world, config, err) != 0) return -1;
+  int rc = 0;
+  if (roles.role == ROLE_ENV) {
+    if (roles.role_index == 0)
+      log_info("%d env rank%s idle: train.objective %s uses no environment", roles.layout.num_env,
+               roles.layout.num_env > 1 ? "s" : "", setup->objective);
+  } else {
+    Communicator *train = &roles.role_comm;
+    int sharded = setup->zero3 || train->world > 1;
+    rc = run_training(setup, sharded ? train : NULL, err);
+  }
+  // Env ranks leave when training is over; a failed train rank aborts all.
+  FimiError barrier_err = {0};
+  if (rc == 0 && comm_barrier(world, &barrier_err) != 0) rc = fimi_fail(err, "%s", barrier_err.message);
+  dist_roles_free(&roles);
+  return rc;
+}
+
 // Open MPI's, MPICH's and PMIx's launchers set these in each rank's
 // environment; without them MPI is never initialized (a plain run).
 static int launched_by_mpirun(void) {
@@ -539,8 +564,7 @@ int cmd_train(int argc, char **argv) {
   if (comm_mpi_init(&argc, &argv, &err) != 0) return cli_fail("train", &err);
   int rc = comm_init(&comm, MPI_COMM_WORLD, &err);
   if (rc == 0) {
-    int sharded = setup.zero3 || comm.world > 1;
-    rc = run_training(&setup, sharded ? &comm : NULL, &err);
+    rc = run_on_ranks(&setup, &opts.config, &comm, &err);
     if (rc != 0) {
       // One rank failing leaves the others blocked in a collective.
       fprintf(stderr, "fimi train: rank %d: %s\n", comm.rank, err.message);

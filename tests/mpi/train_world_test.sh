@@ -8,7 +8,8 @@
 # from .venv). Also: only rank 0 writes metrics.jsonl; sharded checkpoints
 # (one optimizer file per rank): -np 2 stopped at step 10 and resumed equals
 # the straight -np 2 run bitwise, and resuming with another world size is
-# refused with the world size that wrote it. Usage: train_world_test.sh PATH/TO/fimi
+# refused with the world size that wrote it; dist.env_ranks = 1 at -np 3
+# trains on the 2 train ranks exactly as -np 2. Usage: train_world_test.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -72,6 +73,15 @@ cat "$WORK/out" "$WORK/err"
 expect_true "-np 4: one metrics.jsonl of 20 lines" test "$(wc -l <"$WORK/np4/metrics.jsonl")" = 20
 expect_true "-np 4: final checkpoint with 4 optimizer shards" test -f "$WORK/np4/step_000020/DONE" -a \
   -f "$WORK/np4/step_000020/optimizer-rank00003-of-00004.h5" -a ! -e "$WORK/np4/step_000020/optimizer.h5"
+
+# Rank roles: with dist.env_ranks = 1, 3 ranks train on 2 (the train
+# communicator of the role split) exactly as -np 2 does; the env rank idles.
+expect_ok "-np 3 with one env rank" "$MPIEXEC" --oversubscribe -np 3 "$FIMI" "${ARGS[@]}" \
+  --set train.out_dir="$WORK/np3env1" --set dist.env_ranks=1
+expect_true "-np 3, env_ranks 1: ZeRO-3 across 2 ranks" grep -q "ZeRO-3 across 2 ranks" "$WORK/out"
+expect_true "-np 3, env_ranks 1: the env rank says it idles" grep -q "1 env rank idle" "$WORK/err"
+expect_true "-np 3, env_ranks 1: same weights as -np 2, bitwise" \
+  cmp "$WORK/np3env1/step_000020/model.safetensors" "$WORK/np2/step_000020/model.safetensors"
 
 # Periodic sharded checkpoints, stop at step 10, resume with the same world.
 expect_ok "-np 2 saves every 5 steps, stops at 10" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" \
