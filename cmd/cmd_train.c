@@ -29,13 +29,14 @@
 
 static void print_train_help(void) {
   printf(
-      "usage: fimi train --config FILE.ini [--set section.key=value ...] [--resume RUN_DIR] [--dry-run]\n"
+      "usage: fimi train --config FILE.ini [--set section.key=value ...] [--resume RUN_DIR] [--dry-run [--unit-tokens N]]\n"
       "  trains the model in train.init on data.train with train.objective (sft or dpo), writing\n"
       "  RUN_DIR/metrics.jsonl and RUN_DIR/step_NNNNNN/ checkpoints (RUN_DIR = train.out_dir).\n"
       "  --resume RUN_DIR continues bit-identically from RUN_DIR's newest complete checkpoint\n"
       "  (and writes there). dpo with dpo.reference = precomputed first adds the initial model's\n"
       "  ref_logp_chosen/ref_logp_rejected to the datasets when they lack them.\n"
-      "  --dry-run validates the config, prints the plan and exits (nothing is loaded).\n"
+      "  --dry-run validates the config, prints the plan and the ZeRO-3 memory per rank at a few world\n"
+      "  sizes (from train.init's config.json; --unit-tokens N sets the tokens per row) and exits.\n"
       "  Keys and defaults: docs/training.md, docs/dpo.md.\n");
 }
 
@@ -163,13 +164,23 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
   return adamw_config_validate(&t->adamw, err);
 }
 
-static int parse_train_args(int argc, char **argv, const char **resume, int *dry_run, FimiError *err) {
+static int parse_train_args(int argc, char **argv, const char **resume, int *dry_run, int64_t *unit_tokens,
+                            FimiError *err) {
   *resume = NULL;
   *dry_run = 0;
+  *unit_tokens = 0;
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i], *value;
     if (!strcmp(flag, "--dry-run")) {
       *dry_run = 1;
+      continue;
+    }
+    if (!strcmp(flag, "--unit-tokens")) {
+      char *end = NULL;
+      if (!(value = cli_flag_value(argc, argv, &i, err))) return -1;
+      long long v = strtoll(value, &end, 10);
+      if (*end || v < 1 || v > (1 << 24)) return fimi_fail(err, "--unit-tokens: expected 1..16777216, got \"%s\"", value);
+      *unit_tokens = v;
       continue;
     }
     if (strcmp(flag, "--resume")) return fimi_fail(err, "unknown option %s (see fimi train --help)", flag);
@@ -204,6 +215,36 @@ static void print_plan(const TrainSetup *t) {
     printf("  dpo: loss %s, beta %g, reference %s, monitor margin %g over %d steps\n",
            dpo_loss_type_name(t->dpo.loss_type), t->dpo.beta,
            t->reference == DPO_REFERENCE_MODEL ? "model" : "precomputed", t->monitor.threshold, t->monitor.window);
+}
+
+// --dry-run: ZeRO-3 memory per rank (dist/zero3.h) at a few world sizes, for
+// units of unit_tokens tokens (default: the model's positions, capped at
+// 4096; a DPO unit is a pair: two rows). Needs train.init's config.json.
+static void print_memory_plan(const TrainSetup *t, int64_t unit_tokens) {
+  char path[CHECKPOINT_PATH_MAX];
+  GemmaConfig cfg;
+  FimiError err = {0};
+  if (path_join(path, sizeof path, t->init_dir, "config.json", &err) != 0 ||
+      gemma_config_load_json(&cfg, path, &err) != 0) {
+    printf("  memory per rank: not estimated (%s)\n", err.message);
+    return;
+  }
+  int rows = strcmp(t->objective, "dpo") ? 1 : 2;
+  int64_t row_tokens = unit_tokens > 0 ? unit_tokens : cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096;
+  int tokens = (int)(rows * row_tokens);
+  printf("  memory per rank, ZeRO-3 on the CPU backend (fp32; docs/distributed.md), units of %d token%s%s:\n", tokens,
+         tokens > 1 ? "s" : "", rows == 2 ? " (one pair)" : "");
+  static const int worlds[] = {1, 2, 4, 8, 40};
+  for (size_t i = 0; i < sizeof worlds / sizeof worlds[0]; i++) {
+    Zero3Memory m;
+    if (zero3_memory_estimate(&cfg, worlds[i], tokens, t->recompute, &m, &err) != 0) {
+      printf("    world %d: %s\n", worlds[i], err.message);
+      continue;
+    }
+    printf("    world %2d: %8.1f MiB (shards + globals %.1f, buffers %.1f, activations %.1f) + full model %.1f MiB\n",
+           worlds[i], m.total / 1048576.0, m.state / 1048576.0, m.buffers / 1048576.0, m.activations / 1048576.0,
+           m.full_model / 1048576.0);
+  }
 }
 
 // DPO with precomputed reference log-probs: add them to the datasets that
@@ -538,7 +579,8 @@ int cmd_train(int argc, char **argv) {
     }
   const char *resume = NULL;
   int dry_run = 0;
-  if (parse_train_args(rest, argv, &resume, &dry_run, &err) != 0) {
+  int64_t unit_tokens = 0;
+  if (parse_train_args(rest, argv, &resume, &dry_run, &unit_tokens, &err) != 0) {
     fprintf(stderr, "fimi train: %s\n", err.message);
     return CLI_EXIT_USAGE;
   }
@@ -555,6 +597,7 @@ int cmd_train(int argc, char **argv) {
   setup.loop.resume_dir = resume;
   if (dry_run) {
     print_plan(&setup);
+    print_memory_plan(&setup, unit_tokens);
     return 0;
   }
   if (!setup.zero3 && !launched_by_mpirun()) return run_training(&setup, NULL, &err) == 0 ? 0 : cli_fail("train", &err);

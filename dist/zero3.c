@@ -343,3 +343,23 @@ int zero3_step(Zero3 *z, double lr, double max_norm, ClipResult *out, FimiError 
   memcpy(z->model.globals, full, z->model.globals_numel * sizeof(float));
   return 0;
 }
+
+int zero3_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens, int recompute, Zero3Memory *out,
+                          FimiError *err) {
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  size_t globals = (size_t)cfg->vocab_size * (size_t)cfg->hidden_size + (size_t)cfg->hidden_size;
+  ShardSpec layer, glob;
+  if (shard_spec_init(&layer, off.numel, world, err) != 0 || shard_spec_init(&glob, globals, world, err) != 0)
+    return -1;
+  double L = cfg->num_hidden_layers, S = (double)layer.shard_size, Sg = (double)glob.shard_size;
+  double Pl = (double)layer.padded, Pgp = (double)glob.padded, maxp = Pl > Pgp ? Pl : Pgp;
+  // per shard element: master 4 + float grad 4 + double acc 8 + AdamW m, v 8;
+  // plus the replicated globals' working copy and its per-unit gradient.
+  out->state = 24.0 * (Sg + L * S) + 4.0 * (double)globals + 4.0 * Pgp;
+  out->buffers = 4.0 * (3.0 * Pl + maxp);  // 2 gathered layers, full layer gradient, alltoall receive
+  out->activations = 4.0 * (double)gemma_activation_floats(cfg, unit_tokens, recompute, 1);
+  out->total = out->state + out->buffers + out->activations;
+  out->full_model = 4.0 * ((double)globals + L * (double)off.numel);
+  return 0;
+}

@@ -117,6 +117,19 @@ int zero3_backward(Zero3 *z, const float *dlogprobs, FimiError *err);
 // update (out->finite = 0) on every rank alike. Does not zero the gradients.
 int zero3_step(Zero3 *z, double lr, double max_norm, ClipResult *out, FimiError *err);
 
+// Memory per rank (CPU, fp32) of ZeRO-3 training at `world` ranks with units
+// of unit_tokens tokens (docs/distributed.md, "Memory per rank"), in bytes:
+// the shards and the replicated globals (state), the gather, gradient and
+// receive buffers (buffers), and one unit's activations. Not counted: the
+// full model fimi train keeps as the checkpoint gather target (4 bytes per
+// parameter, `full_model`), the datasets and the MPI runtime.
+typedef struct Zero3Memory {
+  double state, buffers, activations, total;  // total = the three above
+  double full_model;
+} Zero3Memory;
+int zero3_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens, int recompute, Zero3Memory *out,
+                          FimiError *err);
+
 // Optimizer state for checkpoints: z->opt (adamw_state_count/array/load,
 // opt.step) holds this rank's "globals" and "layers.N" shard moments
 // (spec.shard_size each; a rank holding only padding of a buffer registers

@@ -345,13 +345,9 @@ static int mode_memory(Communicator *comm, const char *preset, int steps) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   // The formula (docs/distributed.md, "ZeRO-3"), in bytes.
-  double S = (double)z.layers[0].spec.shard_size, Lr = cfg.num_hidden_layers, Pg = (double)z.model.globals_numel;
-  double Sg = (double)z.globals.spec.shard_size, Pl = (double)z.layers[0].spec.padded;
-  double Pgp = (double)z.globals.spec.padded, maxp = Pl > Pgp ? Pl : Pgp;
-  // per shard element: master 4 + float grad 4 + double acc 8 + 2 moments 8
-  double state = 24.0 * (Sg + Lr * S) + 4.0 * Pg + 4.0 * Pgp;  // + globals working copy and its gradient
-  double work = 4.0 * (3.0 * Pl + maxp);                      // 2 gathered layers, full layer grad, receive
-  double acts = 4.0 * (double)gemma_activation_floats(&cfg, n, 0, 1);
+  Zero3Memory est;
+  CHECK(zero3_memory_estimate(&cfg, comm->world, n, 0, &est, &err) == 0, "estimate: %s", err.message);
+  double state = est.state, work = est.buffers, acts = est.activations;
   double formula_mib = (state + work + acts) / 1048576.0;
   double measured_mib = (hwm_kb - base_kb) / 1024.0;
   char line[512];
