@@ -38,6 +38,14 @@ expect_ok "tokenize eval" "$FIMI" data tokenize --kind sft --input "$SRC/configs
   --tokenizer "$D/tokenizer.json" --out "$D/eval.h5"
 expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
 
+# --dry-run: the ZeRO-3 memory plan grows with --unit-tokens and shrinks with the world size.
+expect_ok "dry run with a memory plan" "$FIMI" train --config "$CONFIG" --set train.init="$D/init" --dry-run \
+  --unit-tokens 64
+expect_true "memory plan: world 1 > world 2 > world 8" python3 -c 'import re, sys
+mib = {int(w): float(m) for w, m in re.findall(r"world +(\d+): +([0-9.]+) MiB", open(sys.argv[1]).read())}
+print(mib); assert mib[1] > mib[2] > mib[8] > 0' "$WORK/out"
+expect_fail "bad --unit-tokens" "--unit-tokens: expected" "$FIMI" train --config "$CONFIG" --dry-run --unit-tokens 0
+
 # 30 steps straight: the loss falls clearly (ln 600 = 6.4 at the start).
 expect_ok "train 30 steps" train "$WORK/a"
 cat "$WORK/out"
