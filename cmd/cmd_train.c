@@ -273,6 +273,16 @@ static int load_reference(const TrainSetup *t, GemmaModel *reference, int *have,
   return 0;
 }
 
+// The loop's hooks into the DPO objective: per-step metrics and the state a
+// resume restores.
+static void use_dpo_hooks(TrainSetup *t, DpoObjective *dpo) {
+  t->loop.step_metrics = dpo_objective_step_metrics;
+  t->loop.step_metrics_ctx = dpo;
+  t->loop.objective_save = dpo_objective_state_save;
+  t->loop.objective_load = dpo_objective_state_load;
+  t->loop.objective_ctx = dpo;
+}
+
 static void print_dpo_summary(const TrainSummary *summary, const DpoObjective *dpo) {
   if (summary->end_step <= summary->start_step) return;
   printf("fimi train: dpo rewards/accuracies %.3f, margins %.4f", dpo->last.rewards_accuracies,
@@ -307,8 +317,7 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, co
   if (rc == 0 && is_dpo) {
     rc = dpo_objective_init(&dpo, &model->config, &t->dpo, &t->monitor, have_reference ? &reference : NULL, &obj,
                             err);
-    t->loop.step_metrics = dpo_objective_step_metrics;
-    t->loop.step_metrics_ctx = &dpo;
+    use_dpo_hooks(t, &dpo);
   } else if (rc == 0) {
     sft_objective_init(&sft, &model->config, &obj);
   }
@@ -461,8 +470,7 @@ static int sharded_objective(TrainSetup *t, GemmaModel *model, Sharded *s, Train
   s->dpo_ops = (DpoModelOps){sharded_forward, sharded_backward, sharded_all_reduce_sum, s, s->comm->rank,
                              s->comm->world};
   dpo_objective_set_model_ops(&s->dpo, &s->dpo_ops);
-  t->loop.step_metrics = dpo_objective_step_metrics;
-  t->loop.step_metrics_ctx = &s->dpo;
+  use_dpo_hooks(t, &s->dpo);
   return 0;
 }
 

@@ -361,6 +361,25 @@ int dpo_objective_step_metrics(void *ctx, int64_t step, struct cJSON *line, Fimi
   return 0;
 }
 
+int dpo_objective_state_save(void *ctx, cJSON *state, FimiError *err) {
+  DpoObjective *d = ctx;
+  if (!d->baseline.set) return 0;
+  if (!cJSON_AddNumberToObject(state, "baseline_rewards_chosen", d->baseline.rewards_chosen) ||
+      !cJSON_AddNumberToObject(state, "baseline_rewards_rejected", d->baseline.rewards_rejected))
+    return fimi_fail(err, "DPO state: out of memory");
+  return 0;
+}
+
+int dpo_objective_state_load(void *ctx, const cJSON *state, FimiError *err) {
+  DpoObjective *d = ctx;
+  if (json_is_missing(state, "baseline_rewards_chosen")) return 0;
+  if (json_get_double(state, "baseline_rewards_chosen", 1, &d->baseline.rewards_chosen, "objective_state", err) != 0 ||
+      json_get_double(state, "baseline_rewards_rejected", 1, &d->baseline.rewards_rejected, "objective_state", err) != 0)
+    return -1;
+  d->baseline.set = 1;
+  return 0;
+}
+
 int dpo_objective_init(DpoObjective *dpo, const GemmaConfig *config, const DpoConfig *dpo_config,
                        const DpoMonitorConfig *monitor_config, GemmaModel *reference, TrainObjective *out,
                        FimiError *err) {

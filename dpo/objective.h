@@ -96,5 +96,10 @@ void dpo_objective_set_model_ops(DpoObjective *dpo, const DpoModelOps *ops);
 // after an evaluation, eval_rewards/accuracies etc. to the step's JSON line;
 // logs the divergence monitor's warnings.
 int dpo_objective_step_metrics(void *ctx, int64_t step, struct cJSON *line, FimiError *err);
+// TrainLoopConfig.objective_save / objective_load (ctx = the DpoObjective):
+// the reward baseline of the *_change metrics, so that a resumed run logs
+// the same changes as an uninterrupted one.
+int dpo_objective_state_save(void *ctx, struct cJSON *state, FimiError *err);
+int dpo_objective_state_load(void *ctx, const struct cJSON *state, FimiError *err);
 
 #endif

@@ -318,6 +318,15 @@ static int write_trainer_state(const char *path, const TrainerState *ts, FimiErr
   cJSON_AddNumberToObject(root, "elapsed", ts->elapsed);
   cJSON_AddNumberToObject(root, "tokens_seen", (double)ts->tokens_seen);
   add_hex(root, "config_hash", ts->config_hash);
+  if (ts->objective_state[0]) {
+    cJSON *state = cJSON_Parse(ts->objective_state);
+    if (!cJSON_IsObject(state)) {
+      cJSON_Delete(state);
+      cJSON_Delete(root);
+      return fimi_fail(err, "%s: the objective state is not a JSON object", path);
+    }
+    cJSON_AddItemToObject(root, "objective_state", state);
+  }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
   if (!text) return fimi_fail(err, "out of memory writing %s", path);
@@ -358,6 +367,16 @@ static int read_trainer_state(const char *path, TrainerState *ts, FimiError *err
   if (rc == 0) rc = json_get_double(root, "elapsed", 1, &ts->elapsed, path, err);
   if (rc == 0) rc = json_get_int64(root, "tokens_seen", 1, &ts->tokens_seen, path, err);
   if (rc == 0) rc = get_hex(root, "config_hash", &ts->config_hash, path, err);
+  const cJSON *state = cJSON_GetObjectItemCaseSensitive(root, "objective_state");
+  if (rc == 0 && state) {
+    char *text = cJSON_IsObject(state) ? cJSON_PrintUnformatted(state) : NULL;
+    if (!text || strlen(text) >= sizeof ts->objective_state)
+      rc = fimi_fail(err, "%s: \"objective_state\" must be a JSON object of at most %d bytes", path,
+                     CHECKPOINT_OBJECTIVE_STATE_MAX - 1);
+    else
+      strcpy(ts->objective_state, text);
+    free(text);
+  }
   if (rc == 0 && (ts->step < 0 || ts->skipped < 0 || ts->skipped > ts->step || ts->nonfinite_in_row < 0 ||
                   ts->nonfinite_in_row > ts->skipped || ts->tokens_seen < 0 || !(ts->elapsed >= 0)))
     rc = fimi_fail(err, "%s: inconsistent counters (step %lld, skipped %lld)", path, (long long)ts->step,

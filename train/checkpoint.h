@@ -32,6 +32,7 @@
 
 #define CHECKPOINT_FORMAT_VERSION 1
 #define CHECKPOINT_PATH_MAX 4096
+#define CHECKPOINT_OBJECTIVE_STATE_MAX 4096
 
 typedef struct TrainerState {
   int64_t step;              // optimizer steps completed (skipped ones included)
@@ -45,6 +46,9 @@ typedef struct TrainerState {
   double elapsed;            // seconds of training before this checkpoint (display only)
   int64_t tokens_seen;
   uint64_t config_hash;      // hash of the training config (warned about on mismatch)
+  // The objective's own state (TrainLoopConfig.objective_save) as compact
+  // JSON object text; "" = none.
+  char objective_state[CHECKPOINT_OBJECTIVE_STATE_MAX];
 } TrainerState;
 
 // Writes OUT/step_%06lld (see above). tokenizer_path may be NULL or "" (no

@@ -232,6 +232,12 @@ static int start_or_resume(const TrainLoopConfig *c, TrainState *s, TrainerState
     log_warn("%s was written with a different training config: continuing with the new one", path);
   ts->config_hash = c->config_hash;
   memcpy(rng->state, ts->rng, sizeof rng->state);
+  if (c->objective_load && ts->objective_state[0]) {
+    cJSON *state = cJSON_Parse(ts->objective_state);
+    int rc = state ? c->objective_load(c->objective_ctx, state, err) : fimi_fail(err, "bad objective_state");
+    cJSON_Delete(state);
+    if (rc != 0) return fimi_fail_wrap(err, "%s: objective_state", path);
+  }
   log_info("resuming from %s (step %lld)", path, (long long)ts->step);
   return 0;
 }
@@ -252,10 +258,26 @@ static int save_sharded(const TrainLoopConfig *c, TrainState *s, const TrainerSt
   return agree(s, rc, what, err);
 }
 
+// The objective's state into ts->objective_state (JSON text).
+static int save_objective_state(const TrainLoopConfig *c, TrainerState *ts, FimiError *err) {
+  ts->objective_state[0] = 0;
+  if (!c->objective_save) return 0;
+  cJSON *state = cJSON_CreateObject();
+  int rc = state ? c->objective_save(c->objective_ctx, state, err) : fimi_fail(err, "out of memory");
+  char *text = rc == 0 ? cJSON_PrintUnformatted(state) : NULL;
+  if (rc == 0 && (!text || strlen(text) >= sizeof ts->objective_state))
+    rc = fimi_fail(err, "the objective's checkpoint state exceeds %d bytes", CHECKPOINT_OBJECTIVE_STATE_MAX - 1);
+  if (rc == 0) strcpy(ts->objective_state, text);
+  free(text);
+  cJSON_Delete(state);
+  return rc;
+}
+
 static int save(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, const Rng *rng, double elapsed,
                 FimiError *err) {
   memcpy(ts->rng, rng->state, sizeof ts->rng);
   ts->elapsed = elapsed;
+  if (save_objective_state(c, ts, err) != 0) return -1;
   if (s->ops) return save_sharded(c, s, ts, err);
   return checkpoint_save(c->out_dir, s->model, &s->opt, ts, c->tokenizer_path, (int)c->keep_last, err);
 }

@@ -52,6 +52,14 @@ typedef struct TrainLoopConfig {
   // the step's metrics.jsonl line is written; adds fields to `line`.
   int (*step_metrics)(void *ctx, int64_t step, struct cJSON *line, FimiError *err);
   void *step_metrics_ctx;
+  // Optional: objective state that must survive a resume (DPO's step-1
+  // reward baseline), kept in trainer_state.json as the JSON object
+  // "objective_state" (at most CHECKPOINT_OBJECTIVE_STATE_MAX bytes printed).
+  // save adds fields to `state` before each checkpoint; load gets them back
+  // after a resume (only when the checkpoint has them).
+  int (*objective_save)(void *ctx, struct cJSON *state, FimiError *err);
+  int (*objective_load)(void *ctx, const struct cJSON *state, FimiError *err);
+  void *objective_ctx;
 } TrainLoopConfig;
 
 // Defaults: steps 100, micro_batch 4, grad_accum 1, max_grad_norm 1,
