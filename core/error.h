@@ -8,6 +8,11 @@
 
 #include <stddef.h>
 
+// C++ callers (kernels/cuda/*.cu) see C linkage.
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define FIMI_ERROR_MESSAGE_MAX 1024
 
 typedef struct FimiError {
@@ -29,5 +34,9 @@ void fimi_error_clear(FimiError *err);
 // Allocation that reports failure through err instead of returning silently.
 void *fimi_malloc(size_t bytes, FimiError *err);
 void *fimi_calloc(size_t count, size_t size, FimiError *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -21,6 +21,11 @@
 
 #include <stddef.h>
 
+// C++ callers (kernels/cuda/*.cu) see C linkage.
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } Device;
 
 // ---- matmul: out = inp @ weight^T (no bias: Gemma has none) ----
@@ -153,5 +158,9 @@ void adamw_update(float *param, float *m, float *v, const float *grad, size_t n,
 // only: the result is bitwise the same at any thread count. Inf or NaN in x
 // gives a non-finite sum (the caller skips the step).
 void sum_squares(double *out, const float *x, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,105 @@
+// kernels/cuda/common.cuh: what every kernels/cuda/*.cu file shares. Defines
+// cuda_check / cuda_check_launch (abort with file:line and the CUDA message),
+// the CudaContext layout, bf16 <-> float helpers, warp and block reductions,
+// the counter-based hash used for stochastic rounding and sampling, and
+// ceil_div. Included only by .cu files.
+#ifndef FIMI_KERNELS_CUDA_COMMON_CUH
+#define FIMI_KERNELS_CUDA_COMMON_CUH
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/ops_cuda.h"
+
+// A failed CUDA call inside an op is a programming or device error (ops return
+// void, as on CPU): report where and stop, as llm.c's cudaCheck does.
+static inline void cuda_check_at(cudaError_t status, const char *file, int line) {
+  if (status != cudaSuccess) {
+    fprintf(stderr, "fimi: CUDA error at %s:%d: %s\n", file, line, cudaGetErrorString(status));
+    exit(EXIT_FAILURE);
+  }
+}
+#define cuda_check(call) cuda_check_at((call), __FILE__, __LINE__)
+// After every kernel launch: catches bad launch configurations at once.
+#define cuda_check_launch() cuda_check_at(cudaGetLastError(), __FILE__, __LINE__)
+
+static inline void cublas_check_at(cublasStatus_t status, const char *file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "fimi: cuBLAS error %d at %s:%d\n", (int)status, file, line);
+    exit(EXIT_FAILURE);
+  }
+}
+#define cublas_check(call) cublas_check_at((call), __FILE__, __LINE__)
+
+struct MatmulPlanCache;  // kernels/cuda/matmul.cu
+
+struct CudaContext {
+  int device;
+  int multiprocessors;
+  cudaStream_t stream;
+  cublasLtHandle_t cublaslt;
+  void *workspace;  // cuBLASLt workspace, workspace_bytes
+  size_t workspace_bytes;
+  struct MatmulPlanCache *matmul_plans;  // owned by matmul.cu
+  float *lm_head_scratch;                // (rows, V) logits chunk, owned by lm_head.cu
+  size_t lm_head_scratch_floats;
+  int cudnn_attention;  // cuda_context_set_cudnn_attention
+};
+
+static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static inline size_t ceil_div_size(size_t a, size_t b) { return (a + b - 1) / b; }
+
+__device__ __forceinline__ float bf16_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ __nv_bfloat16 float_to_bf16(float x) { return __float2bfloat16_rn(x); }
+
+// bf16 pointers of the C API are the same memory as __nv_bfloat16.
+static inline __nv_bfloat16 *as_nv(bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
+static inline const __nv_bfloat16 *as_nv(const bf16 *p) { return reinterpret_cast<const __nv_bfloat16 *>(p); }
+
+__device__ __forceinline__ float warp_reduce_sum(float x) {
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+__device__ __forceinline__ float warp_reduce_max(float x) {
+  for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
+// Sum over a block of up to 1024 threads (blockDim.x a multiple of 32). The
+// order is fixed by the launch shape, so the result is deterministic. All
+// threads get the sum. `shared` holds 32 floats.
+__device__ __forceinline__ float block_reduce_sum(float x, float *shared) {
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  x = warp_reduce_sum(x);
+  __syncthreads();  // shared may still be read by a previous call
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : 0.0f;
+  return warp_reduce_sum(x);
+}
+
+// A 64-bit counter-based hash (splitmix64 finalizer): random bits from
+// (seed, index) alone, so results do not depend on the launch configuration.
+__device__ __forceinline__ uint64_t hash_u64(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Stochastic rounding of fp32 to bf16: adding 16 uniform random bits below the
+// bf16 mantissa then truncating rounds up with probability equal to the
+// fraction of the gap, so E[result] = x (unbiased). Inf/NaN pass through.
+__device__ __forceinline__ __nv_bfloat16 float_to_bf16_stochastic(float x, uint32_t random16) {
+  uint32_t bits = __float_as_uint(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return __float2bfloat16_rn(x);
+  bits += random16 & 0xffffu;
+  bits &= 0xffff0000u;
+  return __ushort_as_bfloat16((unsigned short)(bits >> 16));
+}
+
+#endif

@@ -1,0 +1,160 @@
+// kernels/cuda/elementwise.cu: casts and the residual add on the GPU.
+// Defines cast_f32_to_bf16_cuda, cast_bf16_to_f32_cuda and residual_add_cuda
+// (kernels/cuda/ops_cuda.h).
+//
+// Memory-bound: each thread moves 128 bits per load (8 bf16 or 4 fp32) when
+// every pointer is 16-byte aligned, in a grid-stride loop; the last n % 8
+// elements (or everything, for unaligned pointers or FIMI_CUDA_SIMPLE=1) go
+// through a scalar kernel. The vector path keeps each element's arithmetic
+// identical to the scalar one, so both give the same bits.
+extern "C" {
+#include "core/error.h"
+}
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+
+#define ELEMWISE_THREADS 256
+
+static int simple_mode(void) {
+  static int mode = -1;
+  if (mode < 0) {
+    const char *s = getenv("FIMI_CUDA_SIMPLE");
+    mode = (s && s[0] && strcmp(s, "0") != 0) ? 1 : 0;
+  }
+  return mode;
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// Blocks for a grid-stride loop over `items`: enough to fill the GPU several
+// times over, never more than the items need.
+static unsigned grid_for(const CudaContext *ctx, size_t items) {
+  size_t needed = ceil_div_size(items, ELEMWISE_THREADS);
+  size_t cap = (size_t)(ctx->multiprocessors > 0 ? ctx->multiprocessors : 1) * 32;
+  if (needed > cap) needed = cap;
+  return (unsigned)(needed > 0 ? needed : 1);
+}
+
+// 8 bf16 in one 128-bit word <-> 8 floats. Element 2i is the low half of word
+// i (little-endian), and a bf16 is the upper 16 bits of a float.
+__device__ __forceinline__ void unpack_bf16x8(int4 raw, float f[8]) {
+  unsigned w[4] = {(unsigned)raw.x, (unsigned)raw.y, (unsigned)raw.z, (unsigned)raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ int4 pack_bf16x8(const float f[8]) {
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    unsigned lo = __bfloat16_as_ushort(float_to_bf16(f[2 * i]));
+    unsigned hi = __bfloat16_as_ushort(float_to_bf16(f[2 * i + 1]));
+    w[i] = lo | (hi << 16);
+  }
+  return make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+}
+
+// ---- casts ----
+// out (n) bf16, inp (n) fp32: elements [start, n)
+__global__ void cast_f32_to_bf16_scalar_kernel(__nv_bfloat16 *out, const float *inp, size_t start, size_t n) {
+  for (size_t i = start + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    out[i] = float_to_bf16(inp[i]);
+}
+
+// out (nvec * 8) bf16, inp (nvec * 8) fp32, both 16-byte aligned
+__global__ void cast_f32_to_bf16_vec_kernel(__nv_bfloat16 *out, const float *inp, size_t nvec) {
+  for (size_t v = (size_t)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += (size_t)gridDim.x * blockDim.x) {
+    const float4 *src = reinterpret_cast<const float4 *>(inp) + 2 * v;
+    float4 lo = src[0], hi = src[1];
+    float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    reinterpret_cast<int4 *>(out)[v] = pack_bf16x8(f);
+  }
+}
+
+// out (n) fp32, inp (n) bf16: elements [start, n)
+__global__ void cast_bf16_to_f32_scalar_kernel(float *out, const __nv_bfloat16 *inp, size_t start, size_t n) {
+  for (size_t i = start + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    out[i] = bf16_to_float(inp[i]);
+}
+
+// out (nvec * 8) fp32, inp (nvec * 8) bf16, both 16-byte aligned
+__global__ void cast_bf16_to_f32_vec_kernel(float *out, const __nv_bfloat16 *inp, size_t nvec) {
+  for (size_t v = (size_t)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += (size_t)gridDim.x * blockDim.x) {
+    float f[8];
+    unpack_bf16x8(reinterpret_cast<const int4 *>(inp)[v], f);
+    float4 *dst = reinterpret_cast<float4 *>(out) + 2 * v;
+    dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+    dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+  }
+}
+
+extern "C" void cast_f32_to_bf16_cuda(CudaContext *ctx, bf16 *out, const float *inp, size_t n) {
+  if (n == 0) return;
+  size_t nvec = (!simple_mode() && aligned16(out) && aligned16(inp)) ? n / 8 : 0;
+  if (nvec > 0) {
+    cast_f32_to_bf16_vec_kernel<<<grid_for(ctx, nvec), ELEMWISE_THREADS, 0, ctx->stream>>>(as_nv(out), inp, nvec);
+    cuda_check_launch();
+  }
+  if (nvec * 8 < n) {
+    cast_f32_to_bf16_scalar_kernel<<<grid_for(ctx, n - nvec * 8), ELEMWISE_THREADS, 0, ctx->stream>>>(
+        as_nv(out), inp, nvec * 8, n);
+    cuda_check_launch();
+  }
+}
+
+extern "C" void cast_bf16_to_f32_cuda(CudaContext *ctx, float *out, const bf16 *inp, size_t n) {
+  if (n == 0) return;
+  size_t nvec = (!simple_mode() && aligned16(out) && aligned16(inp)) ? n / 8 : 0;
+  if (nvec > 0) {
+    cast_bf16_to_f32_vec_kernel<<<grid_for(ctx, nvec), ELEMWISE_THREADS, 0, ctx->stream>>>(out, as_nv(inp), nvec);
+    cuda_check_launch();
+  }
+  if (nvec * 8 < n) {
+    cast_bf16_to_f32_scalar_kernel<<<grid_for(ctx, n - nvec * 8), ELEMWISE_THREADS, 0, ctx->stream>>>(
+        out, as_nv(inp), nvec * 8, n);
+    cuda_check_launch();
+  }
+}
+
+// ---- residual add: out = a + b in fp32, rounded to bf16 ----
+// out, a, b (n): elements [start, n). In place is safe: each thread reads its
+// elements before writing them, and no other thread touches them.
+__global__ void residual_add_scalar_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *a, const __nv_bfloat16 *b,
+                                           size_t start, size_t n) {
+  for (size_t i = start + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    out[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+// out, a, b (nvec * 8), all 16-byte aligned
+__global__ void residual_add_vec_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *a, const __nv_bfloat16 *b,
+                                        size_t nvec) {
+  for (size_t v = (size_t)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += (size_t)gridDim.x * blockDim.x) {
+    float fa[8], fb[8];
+    unpack_bf16x8(reinterpret_cast<const int4 *>(a)[v], fa);
+    unpack_bf16x8(reinterpret_cast<const int4 *>(b)[v], fb);
+#pragma unroll
+    for (int i = 0; i < 8; i++) fa[i] += fb[i];
+    reinterpret_cast<int4 *>(out)[v] = pack_bf16x8(fa);
+  }
+}
+
+// out, a, b (n). In place allowed.
+extern "C" void residual_add_cuda(CudaContext *ctx, bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
+  if (n == 0) return;
+  size_t nvec = (!simple_mode() && aligned16(out) && aligned16(a) && aligned16(b)) ? n / 8 : 0;
+  if (nvec > 0) {
+    residual_add_vec_kernel<<<grid_for(ctx, nvec), ELEMWISE_THREADS, 0, ctx->stream>>>(as_nv(out), as_nv(a), as_nv(b),
+                                                                                       nvec);
+    cuda_check_launch();
+  }
+  if (nvec * 8 < n) {
+    residual_add_scalar_kernel<<<grid_for(ctx, n - nvec * 8), ELEMWISE_THREADS, 0, ctx->stream>>>(
+        as_nv(out), as_nv(a), as_nv(b), nvec * 8, n);
+    cuda_check_launch();
+  }
+}
