@@ -29,7 +29,7 @@
 static int gpu_failures = 0;
 
 // Opens device 0 or exits with 77 (skipped) when there is none.
-static CudaContext *gpu_test_open(const char *name) {
+static inline CudaContext *gpu_test_open(const char *name) {
   if (cuda_device_count() == 0) {
     printf("%s: no CUDA device, skipped\n", name);
     exit(GPU_SKIP);
@@ -43,7 +43,7 @@ static CudaContext *gpu_test_open(const char *name) {
   return ctx;
 }
 
-static int gpu_test_close(CudaContext *ctx, const char *name) {
+static inline int gpu_test_close(CudaContext *ctx, const char *name) {
   FimiError err = {0};
   if (cuda_context_sync(ctx, &err) != 0) {
     fprintf(stderr, "%s: %s\n", name, err.message);
@@ -55,7 +55,7 @@ static int gpu_test_close(CudaContext *ctx, const char *name) {
 }
 
 // fp32 -> nearest-even bf16 -> fp32 on the host (what cuda_upload_bf16 stores).
-static float host_round_bf16(float x) {
+static inline float host_round_bf16(float x) {
   uint32_t bits;
   memcpy(&bits, &x, 4);
   if ((bits & 0x7f800000u) == 0x7f800000u) return x;
@@ -66,7 +66,7 @@ static float host_round_bf16(float x) {
 }
 
 // Uniform in [-scale, scale], rounded to bf16, never exactly zero.
-static float *host_random_bf16(size_t n, float scale, uint64_t seed) {
+static inline float *host_random_bf16(size_t n, float scale, uint64_t seed) {
   float *x = malloc(n * sizeof *x);
   Rng rng;
   rng_seed(&rng, seed);
@@ -78,7 +78,7 @@ static float *host_random_bf16(size_t n, float scale, uint64_t seed) {
   return x;
 }
 
-static void *gpu_alloc(size_t bytes) {
+static inline void *gpu_alloc(size_t bytes) {
   void *p = NULL;
   FimiError err = {0};
   if (cuda_malloc(&p, bytes, &err) != 0) {
@@ -89,33 +89,33 @@ static void *gpu_alloc(size_t bytes) {
 }
 
 // A bf16 device copy of host values (already bf16-rounded by host_random_bf16).
-static bf16 *gpu_bf16_from(CudaContext *ctx, const float *host, size_t n) {
+static inline bf16 *gpu_bf16_from(CudaContext *ctx, const float *host, size_t n) {
   bf16 *d = gpu_alloc(n * sizeof(bf16));
   cuda_upload_bf16(ctx, d, host, n);
   return d;
 }
 
 // A device output poisoned with NaN, so an element a kernel forgets to write fails.
-static void *gpu_poisoned(CudaContext *ctx, size_t bytes) {
+static inline void *gpu_poisoned(CudaContext *ctx, size_t bytes) {
   void *d = gpu_alloc(bytes);
   cuda_fill_bytes(ctx, d, 0xFF, bytes);
   return d;
 }
 
-static float *host_from_bf16(CudaContext *ctx, const bf16 *d, size_t n) {
+static inline float *host_from_bf16(CudaContext *ctx, const bf16 *d, size_t n) {
   float *h = malloc(n * sizeof *h);
   cuda_download_bf16(ctx, h, d, n);
   return h;
 }
 
-static float *host_from_f32(CudaContext *ctx, const float *d, size_t n) {
+static inline float *host_from_f32(CudaContext *ctx, const float *d, size_t n) {
   float *h = malloc(n * sizeof *h);
   cuda_download_f32(ctx, h, d, n);
   return h;
 }
 
 // max |got - ref| / max |ref|; NaN anywhere in got gives INFINITY.
-static double max_rel_error(const float *got, const float *ref, size_t n) {
+static inline double max_rel_error(const float *got, const float *ref, size_t n) {
   double max_diff = 0.0, max_ref = 0.0;
   for (size_t i = 0; i < n; i++) {
     if (!isfinite(got[i]) && isfinite(ref[i])) return INFINITY;
@@ -131,13 +131,13 @@ typedef struct GpuTimer {
   cudaEvent_t start, stop;
 } GpuTimer;
 
-static void gpu_timer_start(GpuTimer *t, CudaContext *ctx) {
+static inline void gpu_timer_start(GpuTimer *t, CudaContext *ctx) {
   cudaEventCreate(&t->start);
   cudaEventCreate(&t->stop);
   cudaEventRecord(t->start, (cudaStream_t)cuda_context_stream(ctx));
 }
 
-static double gpu_timer_stop_ms(GpuTimer *t, CudaContext *ctx, int launches) {
+static inline double gpu_timer_stop_ms(GpuTimer *t, CudaContext *ctx, int launches) {
   float ms = 0.0f;
   cudaEventRecord(t->stop, (cudaStream_t)cuda_context_stream(ctx));
   cudaEventSynchronize(t->stop);
@@ -149,7 +149,7 @@ static double gpu_timer_stop_ms(GpuTimer *t, CudaContext *ctx, int launches) {
 
 // One result line. tflops and gbps may be 0 (not applicable); error < 0: not
 // checked (benchmarks). A failed check counts towards the exit status.
-static void gpu_report(const char *op, const char *shape, double error, double tolerance, double ms, double tflops,
+static inline void gpu_report(const char *op, const char *shape, double error, double tolerance, double ms, double tflops,
                        double gbps) {
   int pass = error >= 0 ? error <= tolerance : 1;
   if (!pass) gpu_failures++;
