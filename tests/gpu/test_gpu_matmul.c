@@ -98,7 +98,8 @@ static void run_case(CudaContext *ctx, const MatmulCase *mc, uint64_t seed) {
   double e_dw2 = max_rel_error(got_dw2, ref_dw2, n_w);
   double e_dinp2 = download_error_bf16(ctx, d_dinp, ref_dinp, n_inp);
 
-  // timing: dinp only (dweight would grow, harmless, but keep it clean)
+  // timing: the whole backward, dinp and dweight (4 N C OC flops); dweight keeps
+  // accumulating here, harmless after the checks above
   gpu_timer_start(&t, ctx);
   for (int r = 0; r < mc->reps; r++) matmul_backward_cuda(ctx, d_dinp, d_dweight, d_dout, d_inp, d_weight, N, C, OC);
   double ms_bwd = gpu_timer_stop_ms(&t, ctx, mc->reps);
