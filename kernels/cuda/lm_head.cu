@@ -178,7 +178,9 @@ extern "C" void lm_head_logprob_forward_cuda(CudaContext *ctx, float *logprobs, 
                                              const bf16 *wte, const int *targets, int N, int C, int V,
                                              float softcap) {
   if (N <= 0) return;
-  if (V <= 0) {  // no vocabulary: every row is without a target
+  // No vocabulary: every row is without a target. C = 0: logprob 0 and lse 0
+  // as kernels/cpu/lm_head.c gives (the GEMM would give zero logits, lse log V).
+  if (V <= 0 || C <= 0) {
     cuda_check(cudaMemsetAsync(logprobs, 0, sizeof(float) * (size_t)N, ctx->stream));
     if (lse) cuda_check(cudaMemsetAsync(lse, 0, sizeof(float) * (size_t)N, ctx->stream));
     return;
@@ -187,7 +189,7 @@ extern "C" void lm_head_logprob_forward_cuda(CudaContext *ctx, float *logprobs, 
   float *logits = lm_head_scratch(ctx, scratch_bytes_for(R, V));  // (R, V)
   for (int r0 = 0; r0 < N; r0 += R) {
     int rows = N - r0 < R ? N - r0 : R;
-    // logits (rows, V) = hidden[r0 : r0 + rows] (rows, C) @ wte (V, C)^T; C = 0 gives zeros
+    // logits (rows, V) = hidden[r0 : r0 + rows] (rows, C) @ wte (V, C)^T
     gemm_bf16(ctx, logits, GEMM_OUT_F32, hidden + (size_t)r0 * C, wte, rows, V, C, 0, 1, 0);
     lm_head_forward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(logprobs + r0, lse ? lse + r0 : NULL,
                                                                          logits, targets + r0, V, softcap);

@@ -11,10 +11,15 @@
 // - determinism: a second forward and a second backward give the same bits;
 // - timing: TFLOP/s of the forward (2 N C V) and the backward (6 N C V: the
 //   logits recomputed, dhidden, dwte).
-// Shapes: N=5 C=64 V=1000 (tiny, odd), N=300 C=640 V=32000 (Gemma-270M-like
+// Shapes: N=5 C=64 V=1000 (tiny), N=300 C=640 V=32000 (Gemma-270M-like
 // width) also with FIMI_LM_HEAD_ROWS=37 (eight full chunks and a ragged one),
-// N=64 C=2560 V=262144 (Gemma 3 4B head, 170 rows fit one chunk). Softcap 30
-// (Gemma 2's final softcap) and 0.
+// N=200 C=640 V=262144 (the Gemma 3 270M head: the default 170-row chunk
+// then a ragged 30-row one; C=640 rather than 4B's 2560 keeps the host side,
+// four (V, C) fp32 buffers and the CPU reference, to a few seconds), and
+// N=7 C=67 V=1001 with FIMI_LM_HEAD_ROWS=3 (odd everything: the chunks'
+// hidden and dhidden pointers are only 2-byte aligned, as the GEMM's
+// alignment-keyed plans must handle). Softcap 30 (Gemma 2's final softcap)
+// and 0.
 // Inputs: hidden uniform in [-1, 1], wte uniform in [-s, s] with s = 15 /
 // sqrt(C), so logits have a standard deviation near 5 and the largest reach
 // 20-25, where a cap of 30 bends them.
@@ -254,7 +259,8 @@ int main(void) {
       {5, 64, 1000, 0, 10},
       {300, 640, 32000, 0, 10},
       {300, 640, 32000, 37, 3},
-      {64, 2560, 262144, 0, 3},
+      {200, 640, 262144, 0, 3},
+      {7, 67, 1001, 3, 3},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx, &cases[i], 1000 + 10 * i);
   run_logits_case(ctx, 3, 640, 32000, 30.0f, 77);
