@@ -412,6 +412,9 @@ static const Preset PRESETS[] = {
     {"tiny-gemma2", GEMMA_FAMILY_GEMMA2, 512, 64, 128, 4, 4, 2, 16, 8, 2, 2048, 16, 1, 50, 30},
     {"small-10m", GEMMA_FAMILY_GEMMA3, 16384, 256, 1024, 6, 4, 2, 64, 128, 6, 8192, 64, 1, 0, 0},
     {"gemma3-270m", GEMMA_FAMILY_GEMMA3, 262144, 640, 2048, 18, 4, 1, 256, 512, 6, 32768, 256, 1, 0, 0},
+    // ~88M parameters with a 270m-shaped layer: big enough to load an H200 in
+    // the GPU model test and benchmark, small enough for the CPU reference.
+    {"gpu-100m", GEMMA_FAMILY_GEMMA3, 32768, 640, 2048, 12, 4, 1, 256, 512, 6, 32768, 256, 1, 0, 0},
     {"gemma3-1b", GEMMA_FAMILY_GEMMA3, 262144, 1152, 6912, 26, 4, 1, 256, 512, 6, 32768, 256, 1, 0, 0},
     {"gemma3-4b", GEMMA_FAMILY_GEMMA3, 262208, 2560, 10240, 34, 8, 4, 256, 1024, 6, 131072, 256, 8, 0, 0},
 };

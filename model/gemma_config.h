@@ -1,7 +1,7 @@
 // model/gemma_config.h: the Gemma architecture hyper-parameters. Defines
 // GemmaConfig, reading it from a Hugging Face config.json (model_type
 // "gemma2", "gemma3_text", or "gemma3" with a text_config inside), named
-// presets (tiny, tiny-gemma2, small-10m, gemma3-270m, gemma3-1b, gemma3-4b),
+// presets (tiny, tiny-gemma2, small-10m, gpu-100m, gemma3-270m, gemma3-1b, gemma3-4b),
 // writing it back as an HF config.json, and validation. Unknown or
 // unsupported fields are errors naming the field, never silent defaults.
 #ifndef FIMI_MODEL_GEMMA_CONFIG_H

@@ -9,8 +9,8 @@
 #include "model/gemma_config.h"
 #include "tests/test_util.h"
 
-static const char *const PRESET_NAMES[] = {"tiny", "tiny-gemma2", "small-10m", "gemma3-270m", "gemma3-1b",
-                                           "gemma3-4b"};
+static const char *const PRESET_NAMES[] = {"tiny",     "tiny-gemma2", "small-10m", "gemma3-270m",
+                                           "gpu-100m", "gemma3-1b",   "gemma3-4b"};
 #define NUM_PRESET_NAMES ((int)(sizeof PRESET_NAMES / sizeof PRESET_NAMES[0]))
 
 static int parse(GemmaConfig *c, const char *json, FimiError *err) {
@@ -77,6 +77,11 @@ static void test_presets(void) {
   gemma_config_preset(&c, "small-10m", &err);
   int64_t n = gemma_config_param_count(&c);
   CHECK(n > 9000000 && n < 11000000, "small-10m has %lld params", (long long)n);
+  gemma_config_preset(&c, "gpu-100m", &err);
+  // 32768*640 + 640 + 12 * (4*640 + 2*256 + 2*1024*640 + 2*256*640 + 3*2048*640)
+  CHECK(gemma_config_param_count(&c) == 87855744LL && c.layer_is_sliding[4] && !c.layer_is_sliding[5] &&
+            !c.layer_is_sliding[11],
+        "gpu-100m: %lld params, layers 5 and 11 global", (long long)gemma_config_param_count(&c));
 }
 
 static void test_round_trip(void) {
