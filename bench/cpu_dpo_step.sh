@@ -40,7 +40,7 @@ args=(train --config configs/tiny-cpu-dpo.ini --set train.init="$dir/init" --set
 OMP_NUM_THREADS=$threads "$fimi" "${args[@]}" --set train.steps=1 --set train.out_dir="$dir/ref" >/dev/null
 # The longest pair row (prompt + longer response), for the formula's unit.
 longest=$("$fimi" data info "$dir/train.h5" | awk '/^  prompt/ {p=$NF} /^  (chosen|rejected)/ {if ($NF>r) r=$NF} END {print p+r-1}')
-params=$("$fimi" info "$dir/init" 2>/dev/null | awk '/parameters/ {for (i=1;i<=NF;i++) if ($i ~ /^[0-9,]+$/) {gsub(",","",$i); print $i; exit}}')
+params=$("$fimi" info "$dir/init" 2>/dev/null | awk '/parameters/ && !done {for (i=1;i<=NF;i++) if ($i ~ /^[0-9,]+$/) {gsub(",","",$i); print $i; done=1; break}}')
 
 summarize() {  # summarize NAME RUN_DIR TIME_FILES...
   local name=$1 run=$2; shift 2

@@ -2,6 +2,7 @@
 // generation (see decode.h). One decode step runs the same layer math as
 // gemma.c's forward for one new token per active sequence; the layer settings
 // come from gemma_attn_spec so the two paths cannot disagree.
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,33 +280,37 @@ static int is_stop_token(const GenerateOptions *opt, int token) {
   return 0;
 }
 
-int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
-                   const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err) {
-  const GemmaConfig *cfg = &model->config;
-  int max_new = opt->max_new;
-  uint64_t seed = opt->seed;
-  int V = cfg->vocab_size;
-  if (B <= 0 || max_new < 0) return fimi_fail(err, "generate: batch %d must be positive, max_new %d >= 0", B, max_new);
+int generate_capacity(const int *prompt_lengths, int B, const GenerateOptions *opt, FimiError *err) {
+  if (B <= 0 || opt->max_new < 0)
+    return fimi_fail(err, "generate: batch %d must be positive, max_new %d >= 0", B, opt->max_new);
   int max_prompt = 0;
   for (int b = 0; b < B; b++) {
     if (prompt_lengths[b] < 1) return fimi_fail(err, "generate: prompt %d is empty", b);
     if (prompt_lengths[b] > max_prompt) max_prompt = prompt_lengths[b];
   }
+  if (max_prompt > INT_MAX - opt->max_new) return fimi_fail(err, "generate: prompt + max_new too long");
+  return max_prompt + opt->max_new;
+}
+
+int generate_with(const GenerateDecoder *dec, int V, const int *const *prompts, const int *prompt_lengths, int B,
+                  const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err) {
+  int max_new = opt->max_new;
+  int capacity = generate_capacity(prompt_lengths, B, opt, err);
+  if (capacity < 0) return -1;
+  int max_prompt = capacity - max_new;
   for (int b = 0; b < B; b++) {
     out_lengths[b] = 0;
     for (int j = 0; j < max_new; j++) out_tokens[(size_t)b * max_new + j] = -1;
   }
   if (max_new == 0) return 0;
 
-  GemmaKVCache cache;
-  if (gemma_kv_cache_create(&cache, cfg, B, max_prompt + max_new, err) != 0) return -1;
   float *logits = fimi_malloc((size_t)B * V * sizeof(float), err);  // (B, V)
   int *step_tokens = fimi_calloc((size_t)B, sizeof(int), err);       // (B)
   int *active = fimi_calloc((size_t)B, sizeof(int), err);            // (B)
   Rng *rngs = fimi_calloc((size_t)B, sizeof(Rng), err);              // (B)
   int rc = -1;
   if (!logits || !step_tokens || !active || !rngs) goto done;
-  for (int b = 0; b < B; b++) rng_seed(&rngs[b], seed ^ ((uint64_t)b * 0x9E3779B97F4A7C15ULL));
+  for (int b = 0; b < B; b++) rng_seed(&rngs[b], opt->seed ^ ((uint64_t)b * 0x9E3779B97F4A7C15ULL));
 
   // Prefill one position at a time; a sequence whose prompt has ended sits
   // out, so its logits row keeps the next-token distribution after its prompt.
@@ -314,7 +319,7 @@ int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prom
       active[b] = t < prompt_lengths[b];
       step_tokens[b] = active[b] ? prompts[b][t] : 0;
     }
-    if (gemma_decode_step(model, &cache, step_tokens, active, logits, err) != 0) goto done;
+    if (dec->step(dec->ctx, step_tokens, active, logits, err) != 0) goto done;
   }
   for (int b = 0; b < B; b++) active[b] = 1;
   for (int step = 0; step < max_new; step++) {
@@ -329,7 +334,7 @@ int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prom
       any |= active[b];
     }
     if (!any) break;
-    if (gemma_decode_step(model, &cache, step_tokens, active, logits, err) != 0) goto done;
+    if (dec->step(dec->ctx, step_tokens, active, logits, err) != 0) goto done;
   }
   rc = 0;
 done:
@@ -338,6 +343,28 @@ done:
   free(step_tokens);
   free(active);
   free(rngs);
+  return rc;
+}
+
+typedef struct CpuDecoder {
+  GemmaModel *model;
+  GemmaKVCache *cache;
+} CpuDecoder;
+
+static int cpu_decode_step(void *ctx, const int *tokens, const int *active, float *logits, FimiError *err) {
+  CpuDecoder *d = ctx;
+  return gemma_decode_step(d->model, d->cache, tokens, active, logits, err);
+}
+
+int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
+                   const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err) {
+  int capacity = generate_capacity(prompt_lengths, B, opt, err);
+  if (capacity < 0) return -1;
+  GemmaKVCache cache;
+  if (gemma_kv_cache_create(&cache, &model->config, B, capacity, err) != 0) return -1;
+  CpuDecoder cpu = {model, &cache};
+  GenerateDecoder dec = {cpu_decode_step, &cpu};
+  int rc = generate_with(&dec, model->config.vocab_size, prompts, prompt_lengths, B, opt, out_tokens, out_lengths, err);
   gemma_kv_cache_free(&cache);
   return rc;
 }

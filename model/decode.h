@@ -67,4 +67,18 @@ typedef struct GenerateOptions {
 int gemma_generate(GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
                    const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err);
 
+// The loop of gemma_generate over any backend's decode step (CPU above,
+// GPU in model/gemma_cuda.h): step feeds tokens (B) of the active rows and
+// writes their next-token logits (B, V) on the host. Sampling stays on the
+// host (sample_token), so every backend draws the same way from its logits.
+typedef struct GenerateDecoder {
+  int (*step)(void *ctx, const int *tokens, const int *active, float *logits, FimiError *err);
+  void *ctx;
+} GenerateDecoder;
+int generate_with(const GenerateDecoder *dec, int V, const int *const *prompts, const int *prompt_lengths, int B,
+                  const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err);
+// The KV-cache capacity generation needs (longest prompt + max_new); checks
+// the arguments (B > 0, prompts non-empty); -1 with err on bad arguments.
+int generate_capacity(const int *prompt_lengths, int B, const GenerateOptions *opt, FimiError *err);
+
 #endif

@@ -18,6 +18,7 @@ extern "C" {
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cublaslt_lazy.cuh"
 
 // Owned by kernels/cuda/matmul.cu: frees the per-shape cuBLASLt plans.
 void matmul_plan_cache_free(CudaContext *ctx);
@@ -39,7 +40,7 @@ static void context_release(CudaContext *ctx) {
   matmul_plan_cache_free(ctx);
   if (ctx->lm_head_scratch) cudaFree(ctx->lm_head_scratch);
   if (ctx->workspace) cudaFree(ctx->workspace);
-  if (ctx->cublaslt) cublasLtDestroy(ctx->cublaslt);
+  if (ctx->cublaslt) cublaslt.destroy(ctx->cublaslt);
   if (ctx->stream) cudaStreamDestroy(ctx->stream);
   free(ctx);
 }
@@ -72,7 +73,11 @@ extern "C" int cuda_context_create(CudaContext **out, int device, FimiError *err
     context_release(ctx);
     return fimi_fail(err, "cudaStreamCreate on device %d: %s", device, cudaGetErrorString(status));
   }
-  cublasStatus_t bstatus = cublasLtCreate(&ctx->cublaslt);
+  if (cublaslt_load(err) != 0) {
+    context_release(ctx);
+    return -1;
+  }
+  cublasStatus_t bstatus = cublaslt.create(&ctx->cublaslt);
   if (bstatus != CUBLAS_STATUS_SUCCESS) {
     ctx->cublaslt = NULL;
     context_release(ctx);

@@ -26,6 +26,7 @@ extern "C" {
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/cublaslt_lazy.cuh"
 #include "kernels/cuda/matmul.cuh"
 
 void matmul_plan_cache_free(CudaContext *ctx);
@@ -121,10 +122,10 @@ static void gemm_simple(CudaContext *ctx, void *out, GemmOut out_type, const bf1
 
 // ---- plan cache ----
 static void plan_destroy(MatmulPlan *p) {
-  if (p->layout_out) cublasLtMatrixLayoutDestroy(p->layout_out);
-  if (p->layout_b) cublasLtMatrixLayoutDestroy(p->layout_b);
-  if (p->layout_a) cublasLtMatrixLayoutDestroy(p->layout_a);
-  if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+  if (p->layout_out) cublaslt.matrix_layout_destroy(p->layout_out);
+  if (p->layout_b) cublaslt.matrix_layout_destroy(p->layout_b);
+  if (p->layout_a) cublaslt.matrix_layout_destroy(p->layout_a);
+  if (p->desc) cublaslt.matmul_desc_destroy(p->desc);
 }
 
 void matmul_plan_cache_free(CudaContext *ctx) {
@@ -142,44 +143,44 @@ static void plan_build(CudaContext *ctx, MatmulPlan *p, const MatmulKey *k) {
   p->key = *k;
   cublasOperation_t op_a = k->transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our b
   cublasOperation_t op_b = k->transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our a
-  cublas_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublas_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-  cublas_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  cublas_check(cublaslt.matmul_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublas_check(cublaslt.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  cublas_check(cublaslt.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
   uint64_t M = (uint64_t)k->M, N = (uint64_t)k->N, K = (uint64_t)k->K;
   // our b: row-major (N, K) = column-major (K rows, N cols), or row-major (K, N) = column-major (N, K)
   if (k->transpose_b)
-    cublas_check(cublasLtMatrixLayoutCreate(&p->layout_a, CUDA_R_16BF, K, N, (int64_t)K));
+    cublas_check(cublaslt.matrix_layout_create(&p->layout_a, CUDA_R_16BF, K, N, (int64_t)K));
   else
-    cublas_check(cublasLtMatrixLayoutCreate(&p->layout_a, CUDA_R_16BF, N, K, (int64_t)N));
+    cublas_check(cublaslt.matrix_layout_create(&p->layout_a, CUDA_R_16BF, N, K, (int64_t)N));
   // our a: row-major (K, M) = column-major (M, K), or row-major (M, K) = column-major (K, M)
   if (k->transpose_a)
-    cublas_check(cublasLtMatrixLayoutCreate(&p->layout_b, CUDA_R_16BF, M, K, (int64_t)M));
+    cublas_check(cublaslt.matrix_layout_create(&p->layout_b, CUDA_R_16BF, M, K, (int64_t)M));
   else
-    cublas_check(cublasLtMatrixLayoutCreate(&p->layout_b, CUDA_R_16BF, K, M, (int64_t)K));
+    cublas_check(cublaslt.matrix_layout_create(&p->layout_b, CUDA_R_16BF, K, M, (int64_t)K));
   // out: row-major (M, N) = column-major (N, M)
   cudaDataType_t out_dtype = k->out_type == GEMM_OUT_F32 ? CUDA_R_32F : CUDA_R_16BF;
-  cublas_check(cublasLtMatrixLayoutCreate(&p->layout_out, out_dtype, N, M, (int64_t)N));
+  cublas_check(cublaslt.matrix_layout_create(&p->layout_out, out_dtype, N, M, (int64_t)N));
 
   cublasLtMatmulPreference_t pref;
-  cublas_check(cublasLtMatmulPreferenceCreate(&pref));
+  cublas_check(cublaslt.matmul_preference_create(&pref));
   uint64_t workspace = ctx->workspace_bytes;
   uint32_t align_a = (uint32_t)k->align_b, align_b = (uint32_t)k->align_a, align_out = (uint32_t)k->align_out;
-  cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+  cublas_check(cublaslt.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                     sizeof workspace));
-  cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+  cublas_check(cublaslt.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
                                                     sizeof align_a));
-  cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+  cublas_check(cublaslt.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
                                                     sizeof align_b));
-  cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_out,
+  cublas_check(cublaslt.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_out,
                                                     sizeof align_out));
-  cublas_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_out,
+  cublas_check(cublaslt.matmul_preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_out,
                                                     sizeof align_out));
   cublasLtMatmulHeuristicResult_t result;
   memset(&result, 0, sizeof result);
   int returned = 0;
-  cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx->cublaslt, p->desc, p->layout_a, p->layout_b,
+  cublasStatus_t status = cublaslt.matmul_algo_get_heuristic(ctx->cublaslt, p->desc, p->layout_a, p->layout_b,
                                                          p->layout_out, p->layout_out, pref, 1, &result, &returned);
-  cublasLtMatmulPreferenceDestroy(pref);
+  cublaslt.matmul_preference_destroy(pref);
   if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS &&
       result.workspaceSize <= ctx->workspace_bytes) {
     p->algo = result.algo;
@@ -253,7 +254,7 @@ void gemm_bf16(CudaContext *ctx, void *out, GemmOut out_type, const bf16 *a, con
     return;
   }
   float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  cublas_check(cublasLtMatmul(ctx->cublaslt, p->desc, &alpha, b, p->layout_a, a, p->layout_b, &beta, out,
+  cublas_check(cublaslt.matmul(ctx->cublaslt, p->desc, &alpha, b, p->layout_a, a, p->layout_b, &beta, out,
                               p->layout_out, out, p->layout_out, &p->algo, ctx->workspace, ctx->workspace_bytes,
                               ctx->stream));
 }
