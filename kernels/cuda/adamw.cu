@@ -44,14 +44,6 @@ typedef struct AdamWScalars {
   float grad_scale;
 } AdamWScalars;
 
-// 1 when FIMI_CUDA_SIMPLE is set to a nonzero value. Read at every call (a
-// getenv per optimizer step costs nothing) so that a test can compare both
-// kernels in one process.
-static int simple_mode(void) {
-  const char *s = getenv("FIMI_CUDA_SIMPLE");
-  return s && s[0] && strcmp(s, "0") != 0;
-}
-
 // torch's lerp: start + w * (end - start) for |w| < 0.5, else
 // end - (end - start) * (1 - w).
 __device__ __forceinline__ float lerp_torch(float start, float end, float weight) {
@@ -126,15 +118,6 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
 
 static int aligned_to(const void *p, uintptr_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
-// Grid for a grid-stride loop over `items`: enough blocks to fill the device
-// a few times over, fewer for small calls. Any grid gives the same result.
-static int grid_for(const CudaContext *ctx, size_t items) {
-  size_t blocks = ceil_div_size(items, ADAMW_THREADS);
-  size_t cap = (size_t)(ctx->multiprocessors > 0 ? ctx->multiprocessors : 1) * 16;
-  if (blocks > cap) blocks = cap;
-  return blocks < 1 ? 1 : (int)blocks;
-}
-
 // param, m, v (n) fp32 updated in place; grad (n) fp32; bf16_param (n) or NULL
 extern "C" void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const float *grad,
                                   bf16 *bf16_param, size_t n, const AdamWStep *step, uint64_t seed) {
@@ -156,18 +139,18 @@ extern "C" void adamw_update_cuda(CudaContext *ctx, float *param, float *m, floa
   s.grad_scale = step->grad_scale;
   __nv_bfloat16 *out16 = bf16_param ? as_nv(bf16_param) : NULL;
   size_t done = 0;
-  int vec = !simple_mode() && aligned_to(param, 16) && aligned_to(m, 16) && aligned_to(v, 16) &&
+  int vec = !cuda_simple_mode() && aligned_to(param, 16) && aligned_to(m, 16) && aligned_to(v, 16) &&
             aligned_to(grad, 16) && (!bf16_param || aligned_to(bf16_param, 8));
   if (vec && n >= 4) {
     size_t n4 = n / 4;
-    adamw_vec4_kernel<<<grid_for(ctx, n4), ADAMW_THREADS, 0, ctx->stream>>>(
+    adamw_vec4_kernel<<<grid_stride_blocks(ctx, n4, ADAMW_THREADS), ADAMW_THREADS, 0, ctx->stream>>>(
         (float4 *)param, (float4 *)m, (float4 *)v, (const float4 *)grad, out16, n4, s, seed);
     cuda_check_launch();
     done = 4 * n4;
   }
   if (done < n) {
-    adamw_scalar_kernel<<<grid_for(ctx, n - done), ADAMW_THREADS, 0, ctx->stream>>>(param, m, v, grad, out16, done,
-                                                                                   n, s, seed);
+    adamw_scalar_kernel<<<grid_stride_blocks(ctx, n - done, ADAMW_THREADS), ADAMW_THREADS, 0, ctx->stream>>>(
+        param, m, v, grad, out16, done, n, s, seed);
     cuda_check_launch();
   }
 }
@@ -189,8 +172,8 @@ __device__ __forceinline__ double block_reduce_sum_double(double x, double *shar
 // partials (SUMSQ_BLOCKS) = per-block sums of x[i]^2 (n). Grid SUMSQ_BLOCKS x
 // SUMSQ_THREADS exactly (the order of the sums depends on it). Four loads
 // are issued before the four adds, which keep the order i, i + stride, ...
-__global__ void __launch_bounds__(SUMSQ_THREADS) sum_squares_partial_kernel(double *partials, const float *x,
-                                                                            size_t n) {
+__global__ void __launch_bounds__(SUMSQ_THREADS)
+    sum_squares_partial_kernel(double *partials, const float *x, size_t n) {
   __shared__ double shared[32];
   size_t stride = (size_t)SUMSQ_BLOCKS * SUMSQ_THREADS;
   size_t i = (size_t)blockIdx.x * SUMSQ_THREADS + threadIdx.x;

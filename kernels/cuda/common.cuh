@@ -2,7 +2,8 @@
 // cuda_check / cuda_check_launch (abort with file:line and the CUDA message),
 // the CudaContext layout, bf16 <-> float helpers, warp and block reductions,
 // the counter-based hash used for stochastic rounding and sampling, and
-// ceil_div. Included only by .cu files.
+// ceil_div, cuda_simple_mode, is_aligned16, grid_stride_blocks and the
+// 8 x bf16 pack/unpack of 128-bit loads. Included only by .cu files.
 #ifndef FIMI_KERNELS_CUDA_COMMON_CUH
 #define FIMI_KERNELS_CUDA_COMMON_CUH
 
@@ -50,8 +51,29 @@ struct CudaContext {
   int cudnn_attention;  // cuda_context_set_cudnn_attention
 };
 
+// FIMI_CUDA_SIMPLE set to a nonzero value: ops take their plain reference
+// kernels (scalar loads, no tensor cores), so that tests/gpu/check.sh can tell
+// a wrong fast kernel from a wrong test. Read at every call (a getenv costs
+// nothing next to a launch) so that a test can compare both in one process.
+static inline int cuda_simple_mode(void) {
+  const char *s = getenv("FIMI_CUDA_SIMPLE");
+  return s && s[0] && !(s[0] == '0' && s[1] == 0);
+}
+
+// 128-bit vector loads need 16-byte aligned addresses.
+static inline int is_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static inline size_t ceil_div_size(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// Blocks of `threads` for a grid-stride loop over `items`: enough to fill the
+// GPU several times over (32 per SM), never more than the items need.
+static inline unsigned grid_stride_blocks(const CudaContext *ctx, size_t items, int threads) {
+  size_t needed = ceil_div_size(items, (size_t)threads);
+  size_t cap = (size_t)(ctx->multiprocessors > 0 ? ctx->multiprocessors : 1) * 32;
+  if (needed > cap) needed = cap;
+  return (unsigned)(needed > 0 ? needed : 1);
+}
 
 __device__ __forceinline__ float bf16_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ __nv_bfloat16 float_to_bf16(float x) { return __float2bfloat16_rn(x); }
@@ -59,6 +81,28 @@ __device__ __forceinline__ __nv_bfloat16 float_to_bf16(float x) { return __float
 // bf16 pointers of the C API are the same memory as __nv_bfloat16.
 static inline __nv_bfloat16 *as_nv(bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
 static inline const __nv_bfloat16 *as_nv(const bf16 *p) { return reinterpret_cast<const __nv_bfloat16 *>(p); }
+
+// 8 bf16 in one 128-bit word <-> 8 floats. Element 2i is the low half of word
+// i (little-endian), and a bf16 is the upper 16 bits of a float.
+__device__ __forceinline__ void unpack_bf16x8(int4 raw, float f[8]) {
+  unsigned w[4] = {(unsigned)raw.x, (unsigned)raw.y, (unsigned)raw.z, (unsigned)raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ int4 pack_bf16x8(const float f[8]) {
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    unsigned lo = __bfloat16_as_ushort(float_to_bf16(f[2 * i]));
+    unsigned hi = __bfloat16_as_ushort(float_to_bf16(f[2 * i + 1]));
+    w[i] = lo | (hi << 16);
+  }
+  return make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
+}
 
 __device__ __forceinline__ float warp_reduce_sum(float x) {
   for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);

@@ -17,48 +17,6 @@ extern "C" {
 
 #define ELEMWISE_THREADS 256
 
-static int simple_mode(void) {
-  static int mode = -1;
-  if (mode < 0) {
-    const char *s = getenv("FIMI_CUDA_SIMPLE");
-    mode = (s && s[0] && strcmp(s, "0") != 0) ? 1 : 0;
-  }
-  return mode;
-}
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-// Blocks for a grid-stride loop over `items`: enough to fill the GPU several
-// times over, never more than the items need.
-static unsigned grid_for(const CudaContext *ctx, size_t items) {
-  size_t needed = ceil_div_size(items, ELEMWISE_THREADS);
-  size_t cap = (size_t)(ctx->multiprocessors > 0 ? ctx->multiprocessors : 1) * 32;
-  if (needed > cap) needed = cap;
-  return (unsigned)(needed > 0 ? needed : 1);
-}
-
-// 8 bf16 in one 128-bit word <-> 8 floats. Element 2i is the low half of word
-// i (little-endian), and a bf16 is the upper 16 bits of a float.
-__device__ __forceinline__ void unpack_bf16x8(int4 raw, float f[8]) {
-  unsigned w[4] = {(unsigned)raw.x, (unsigned)raw.y, (unsigned)raw.z, (unsigned)raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ int4 pack_bf16x8(const float f[8]) {
-  unsigned w[4];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    unsigned lo = __bfloat16_as_ushort(float_to_bf16(f[2 * i]));
-    unsigned hi = __bfloat16_as_ushort(float_to_bf16(f[2 * i + 1]));
-    w[i] = lo | (hi << 16);
-  }
-  return make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
-}
-
 // ---- casts ----
 // out (n) bf16, inp (n) fp32: elements [start, n)
 __global__ void cast_f32_to_bf16_scalar_kernel(__nv_bfloat16 *out, const float *inp, size_t start, size_t n) {
@@ -95,28 +53,30 @@ __global__ void cast_bf16_to_f32_vec_kernel(float *out, const __nv_bfloat16 *inp
 
 extern "C" void cast_f32_to_bf16_cuda(CudaContext *ctx, bf16 *out, const float *inp, size_t n) {
   if (n == 0) return;
-  size_t nvec = (!simple_mode() && aligned16(out) && aligned16(inp)) ? n / 8 : 0;
+  size_t nvec = (!cuda_simple_mode() && is_aligned16(out) && is_aligned16(inp)) ? n / 8 : 0;
   if (nvec > 0) {
-    cast_f32_to_bf16_vec_kernel<<<grid_for(ctx, nvec), ELEMWISE_THREADS, 0, ctx->stream>>>(as_nv(out), inp, nvec);
+    cast_f32_to_bf16_vec_kernel<<<grid_stride_blocks(ctx, nvec, ELEMWISE_THREADS), ELEMWISE_THREADS, 0, ctx->stream>>>(
+        as_nv(out), inp, nvec);
     cuda_check_launch();
   }
   if (nvec * 8 < n) {
-    cast_f32_to_bf16_scalar_kernel<<<grid_for(ctx, n - nvec * 8), ELEMWISE_THREADS, 0, ctx->stream>>>(
-        as_nv(out), inp, nvec * 8, n);
+    cast_f32_to_bf16_scalar_kernel<<<grid_stride_blocks(ctx, n - nvec * 8, ELEMWISE_THREADS), ELEMWISE_THREADS, 0,
+                                     ctx->stream>>>(as_nv(out), inp, nvec * 8, n);
     cuda_check_launch();
   }
 }
 
 extern "C" void cast_bf16_to_f32_cuda(CudaContext *ctx, float *out, const bf16 *inp, size_t n) {
   if (n == 0) return;
-  size_t nvec = (!simple_mode() && aligned16(out) && aligned16(inp)) ? n / 8 : 0;
+  size_t nvec = (!cuda_simple_mode() && is_aligned16(out) && is_aligned16(inp)) ? n / 8 : 0;
   if (nvec > 0) {
-    cast_bf16_to_f32_vec_kernel<<<grid_for(ctx, nvec), ELEMWISE_THREADS, 0, ctx->stream>>>(out, as_nv(inp), nvec);
+    cast_bf16_to_f32_vec_kernel<<<grid_stride_blocks(ctx, nvec, ELEMWISE_THREADS), ELEMWISE_THREADS, 0, ctx->stream>>>(
+        out, as_nv(inp), nvec);
     cuda_check_launch();
   }
   if (nvec * 8 < n) {
-    cast_bf16_to_f32_scalar_kernel<<<grid_for(ctx, n - nvec * 8), ELEMWISE_THREADS, 0, ctx->stream>>>(
-        out, as_nv(inp), nvec * 8, n);
+    cast_bf16_to_f32_scalar_kernel<<<grid_stride_blocks(ctx, n - nvec * 8, ELEMWISE_THREADS), ELEMWISE_THREADS, 0,
+                                     ctx->stream>>>(out, as_nv(inp), nvec * 8, n);
     cuda_check_launch();
   }
 }
@@ -146,15 +106,15 @@ __global__ void residual_add_vec_kernel(__nv_bfloat16 *out, const __nv_bfloat16 
 // out, a, b (n). In place allowed.
 extern "C" void residual_add_cuda(CudaContext *ctx, bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
   if (n == 0) return;
-  size_t nvec = (!simple_mode() && aligned16(out) && aligned16(a) && aligned16(b)) ? n / 8 : 0;
+  size_t nvec = (!cuda_simple_mode() && is_aligned16(out) && is_aligned16(a) && is_aligned16(b)) ? n / 8 : 0;
   if (nvec > 0) {
-    residual_add_vec_kernel<<<grid_for(ctx, nvec), ELEMWISE_THREADS, 0, ctx->stream>>>(as_nv(out), as_nv(a), as_nv(b),
-                                                                                       nvec);
+    residual_add_vec_kernel<<<grid_stride_blocks(ctx, nvec, ELEMWISE_THREADS), ELEMWISE_THREADS, 0, ctx->stream>>>(
+        as_nv(out), as_nv(a), as_nv(b), nvec);
     cuda_check_launch();
   }
   if (nvec * 8 < n) {
-    residual_add_scalar_kernel<<<grid_for(ctx, n - nvec * 8), ELEMWISE_THREADS, 0, ctx->stream>>>(
-        as_nv(out), as_nv(a), as_nv(b), nvec * 8, n);
+    residual_add_scalar_kernel<<<grid_stride_blocks(ctx, n - nvec * 8, ELEMWISE_THREADS), ELEMWISE_THREADS, 0,
+                                 ctx->stream>>>(as_nv(out), as_nv(a), as_nv(b), nvec * 8, n);
     cuda_check_launch();
   }
 }

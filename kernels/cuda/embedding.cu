@@ -28,37 +28,6 @@ extern "C" {
 #define EMBEDDING_THREADS 128
 #define EMBEDDING_BWD_THREADS 256
 
-static int simple_mode(void) {
-  static int mode = -1;
-  if (mode < 0) {
-    const char *s = getenv("FIMI_CUDA_SIMPLE");
-    mode = (s && s[0] && strcmp(s, "0") != 0) ? 1 : 0;
-  }
-  return mode;
-}
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-__device__ __forceinline__ void unpack_bf16x8(int4 raw, float f[8]) {
-  unsigned w[4] = {(unsigned)raw.x, (unsigned)raw.y, (unsigned)raw.z, (unsigned)raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ int4 pack_bf16x8(const float f[8]) {
-  unsigned w[4];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    unsigned lo = __bfloat16_as_ushort(float_to_bf16(f[2 * i]));
-    unsigned hi = __bfloat16_as_ushort(float_to_bf16(f[2 * i + 1]));
-    w[i] = lo | (hi << 16);
-  }
-  return make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
-}
-
 // ---- forward ----
 // out (N, C), tokens (N), wte (V, C). One block per row n = blockIdx.x.
 template <bool VEC>
@@ -94,7 +63,7 @@ __global__ void embedding_forward_kernel(__nv_bfloat16 *out, const int *tokens, 
 extern "C" void embedding_forward_cuda(CudaContext *ctx, bf16 *out, const int *tokens, const bf16 *wte, int N, int C,
                                        float scale) {
   if (N <= 0 || C <= 0) return;
-  int vec = !simple_mode() && C % 8 == 0 && aligned16(out) && aligned16(wte);
+  int vec = !cuda_simple_mode() && C % 8 == 0 && is_aligned16(out) && is_aligned16(wte);
   if (vec)
     embedding_forward_kernel<true><<<(unsigned)N, EMBEDDING_THREADS, 0, ctx->stream>>>(as_nv(out), tokens, as_nv(wte),
                                                                                         C, scale);

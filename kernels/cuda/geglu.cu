@@ -23,44 +23,6 @@ extern "C" {
 #define GELU_SQRT_2_OVER_PI 0.7978845608028654f
 #define GELU_CUBIC 0.044715f
 
-static int simple_mode(void) {
-  static int mode = -1;
-  if (mode < 0) {
-    const char *s = getenv("FIMI_CUDA_SIMPLE");
-    mode = (s && s[0] && strcmp(s, "0") != 0) ? 1 : 0;
-  }
-  return mode;
-}
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-static unsigned grid_for(const CudaContext *ctx, size_t items) {
-  size_t needed = ceil_div_size(items, GEGLU_THREADS);
-  size_t cap = (size_t)(ctx->multiprocessors > 0 ? ctx->multiprocessors : 1) * 32;
-  if (needed > cap) needed = cap;
-  return (unsigned)(needed > 0 ? needed : 1);
-}
-
-__device__ __forceinline__ void unpack_bf16x8(int4 raw, float f[8]) {
-  unsigned w[4] = {(unsigned)raw.x, (unsigned)raw.y, (unsigned)raw.z, (unsigned)raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ int4 pack_bf16x8(const float f[8]) {
-  unsigned w[4];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    unsigned lo = __bfloat16_as_ushort(float_to_bf16(f[2 * i]));
-    unsigned hi = __bfloat16_as_ushort(float_to_bf16(f[2 * i + 1]));
-    w[i] = lo | (hi << 16);
-  }
-  return make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
-}
-
 __device__ __forceinline__ float gelu_tanh_inner(float x) {
   return tanhf(GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * (x * x * x)));
 }
@@ -95,15 +57,15 @@ __global__ void geglu_forward_vec_kernel(__nv_bfloat16 *out, const __nv_bfloat16
 
 extern "C" void geglu_forward_cuda(CudaContext *ctx, bf16 *out, const bf16 *gate, const bf16 *up, size_t n) {
   if (n == 0) return;
-  size_t nvec = (!simple_mode() && aligned16(out) && aligned16(gate) && aligned16(up)) ? n / 8 : 0;
+  size_t nvec = (!cuda_simple_mode() && is_aligned16(out) && is_aligned16(gate) && is_aligned16(up)) ? n / 8 : 0;
   if (nvec > 0) {
-    geglu_forward_vec_kernel<<<grid_for(ctx, nvec), GEGLU_THREADS, 0, ctx->stream>>>(as_nv(out), as_nv(gate),
-                                                                                     as_nv(up), nvec);
+    geglu_forward_vec_kernel<<<grid_stride_blocks(ctx, nvec, GEGLU_THREADS), GEGLU_THREADS, 0, ctx->stream>>>(
+        as_nv(out), as_nv(gate), as_nv(up), nvec);
     cuda_check_launch();
   }
   if (nvec * 8 < n) {
-    geglu_forward_scalar_kernel<<<grid_for(ctx, n - nvec * 8), GEGLU_THREADS, 0, ctx->stream>>>(
-        as_nv(out), as_nv(gate), as_nv(up), nvec * 8, n);
+    geglu_forward_scalar_kernel<<<grid_stride_blocks(ctx, n - nvec * 8, GEGLU_THREADS), GEGLU_THREADS, 0,
+                                  ctx->stream>>>(as_nv(out), as_nv(gate), as_nv(up), nvec * 8, n);
     cuda_check_launch();
   }
 }
@@ -121,8 +83,7 @@ __device__ __forceinline__ void geglu_grads(float d, float x, float u, float *dg
 __global__ void geglu_backward_scalar_kernel(__nv_bfloat16 *dgate, __nv_bfloat16 *dup, const __nv_bfloat16 *dout,
                                              const __nv_bfloat16 *gate, const __nv_bfloat16 *up, size_t start,
                                              size_t n) {
-  for (size_t i = start + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
+  for (size_t i = start + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     float dg, du;
     geglu_grads(bf16_to_float(dout[i]), bf16_to_float(gate[i]), bf16_to_float(up[i]), &dg, &du);
     if (dgate) dgate[i] = float_to_bf16(dg);
@@ -148,17 +109,18 @@ __global__ void geglu_backward_vec_kernel(__nv_bfloat16 *dgate, __nv_bfloat16 *d
 extern "C" void geglu_backward_cuda(CudaContext *ctx, bf16 *dgate, bf16 *dup, const bf16 *dout, const bf16 *gate,
                                     const bf16 *up, size_t n) {
   if (n == 0 || (!dgate && !dup)) return;
-  int aligned = aligned16(dout) && aligned16(gate) && aligned16(up) && (!dgate || aligned16(dgate)) &&
-                (!dup || aligned16(dup));
-  size_t nvec = (!simple_mode() && aligned) ? n / 8 : 0;
+  int aligned = is_aligned16(dout) && is_aligned16(gate) && is_aligned16(up) && (!dgate || is_aligned16(dgate)) &&
+                (!dup || is_aligned16(dup));
+  size_t nvec = (!cuda_simple_mode() && aligned) ? n / 8 : 0;
   if (nvec > 0) {
-    geglu_backward_vec_kernel<<<grid_for(ctx, nvec), GEGLU_THREADS, 0, ctx->stream>>>(
+    geglu_backward_vec_kernel<<<grid_stride_blocks(ctx, nvec, GEGLU_THREADS), GEGLU_THREADS, 0, ctx->stream>>>(
         as_nv(dgate), as_nv(dup), as_nv(dout), as_nv(gate), as_nv(up), nvec);
     cuda_check_launch();
   }
   if (nvec * 8 < n) {
-    geglu_backward_scalar_kernel<<<grid_for(ctx, n - nvec * 8), GEGLU_THREADS, 0, ctx->stream>>>(
-        as_nv(dgate), as_nv(dup), as_nv(dout), as_nv(gate), as_nv(up), nvec * 8, n);
+    geglu_backward_scalar_kernel<<<grid_stride_blocks(ctx, n - nvec * 8, GEGLU_THREADS), GEGLU_THREADS, 0,
+                                   ctx->stream>>>(as_nv(dgate), as_nv(dup), as_nv(dout), as_nv(gate), as_nv(up),
+                                                  nvec * 8, n);
     cuda_check_launch();
   }
 }

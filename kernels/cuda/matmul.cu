@@ -51,16 +51,6 @@ struct MatmulPlanCache {
   int count, capacity;
 };
 
-// 1 when FIMI_CUDA_SIMPLE is set to a nonzero value (read once).
-static int simple_mode(void) {
-  static int mode = -1;
-  if (mode < 0) {
-    const char *s = getenv("FIMI_CUDA_SIMPLE");
-    mode = (s && s[0] && strcmp(s, "0") != 0) ? 1 : 0;
-  }
-  return mode;
-}
-
 static int pointer_alignment(const void *p) {
   uintptr_t addr = (uintptr_t)p;
   uintptr_t low = addr & (~addr + 1);  // lowest set bit
@@ -232,7 +222,7 @@ void gemm_bf16(CudaContext *ctx, void *out, GemmOut out_type, const bf16 *a, con
     if (!accumulate) cuda_check(cudaMemsetAsync(out, 0, (size_t)M * N * out_elem, ctx->stream));
     return;
   }
-  if (simple_mode()) {
+  if (cuda_simple_mode()) {
     gemm_simple(ctx, out, out_type, a, b, M, N, K, transpose_a, transpose_b, accumulate);
     return;
   }

@@ -29,37 +29,6 @@ extern "C" {
 #define RMSNORM_MIN_ROWS_PER_CHUNK 32   // fewer rows per chunk would be mostly overhead
 #define RMSNORM_TARGET_BLOCKS 1024      // (tiles * chunks) aimed at: several waves on 132 SMs
 
-static int simple_mode(void) {
-  static int mode = -1;
-  if (mode < 0) {
-    const char *s = getenv("FIMI_CUDA_SIMPLE");
-    mode = (s && s[0] && strcmp(s, "0") != 0) ? 1 : 0;
-  }
-  return mode;
-}
-
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-__device__ __forceinline__ void unpack_bf16x8(int4 raw, float f[8]) {
-  unsigned w[4] = {(unsigned)raw.x, (unsigned)raw.y, (unsigned)raw.z, (unsigned)raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ int4 pack_bf16x8(const float f[8]) {
-  unsigned w[4];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    unsigned lo = __bfloat16_as_ushort(float_to_bf16(f[2 * i]));
-    unsigned hi = __bfloat16_as_ushort(float_to_bf16(f[2 * i + 1]));
-    w[i] = lo | (hi << 16);
-  }
-  return make_int4((int)w[0], (int)w[1], (int)w[2], (int)w[3]);
-}
-
 // ---- forward ----
 // out (N, C), rstd (N) or NULL, inp (N, C), weight (C). Block (32, 8): warp
 // threadIdx.y handles row blockIdx.x * 8 + threadIdx.y. VEC: C % 8 == 0 and
@@ -110,7 +79,7 @@ extern "C" void rmsnorm_forward_cuda(CudaContext *ctx, bf16 *out, float *rstd, c
   if (N <= 0 || C <= 0) return;
   dim3 block(32, RMSNORM_WARPS);
   unsigned grid = (unsigned)ceil_div(N, RMSNORM_WARPS);
-  int vec = !simple_mode() && C % 8 == 0 && aligned16(out) && aligned16(inp) && aligned16(weight);
+  int vec = !cuda_simple_mode() && C % 8 == 0 && is_aligned16(out) && is_aligned16(inp) && is_aligned16(weight);
   if (vec)
     rmsnorm_forward_kernel<true><<<grid, block, 0, ctx->stream>>>(as_nv(out), rstd, as_nv(inp), as_nv(weight), N, C,
                                                                    eps);
@@ -219,8 +188,8 @@ extern "C" void rmsnorm_backward_cuda(CudaContext *ctx, bf16 *dinp, float *dweig
   if (dinp) {
     dim3 block(32, RMSNORM_WARPS);
     unsigned grid = (unsigned)ceil_div(N, RMSNORM_WARPS);
-    int vec = !simple_mode() && C % 8 == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) &&
-              aligned16(weight);
+    int vec = !cuda_simple_mode() && C % 8 == 0 && is_aligned16(dinp) && is_aligned16(dout) && is_aligned16(inp) &&
+              is_aligned16(weight);
     if (vec)
       rmsnorm_backward_dinp_kernel<true><<<grid, block, 0, ctx->stream>>>(as_nv(dinp), as_nv(dout), as_nv(inp),
                                                                            as_nv(weight), rstd, N, C);
