@@ -13,6 +13,7 @@
 #include "data/chat.h"
 #include "data/tokenizer.h"
 #include "kernels/device.h"
+#include "model/gemma_cuda.h"
 #include "model/decode.h"
 #include "model/weights.h"
 
@@ -28,18 +29,20 @@ typedef struct GenerateArgs {
   int chat;   // wrap text prompts as a user turn + the model's generation prompt
   int json;
   int no_stop;
+  Device device;  // --device: the decode steps run there; sampling stays on the host
 } GenerateArgs;
 
 static void print_generate_help(void) {
   printf(
       "usage: fimi generate --model DIR (--prompt TEXT | --prompt-ids ID,ID,...) [...more prompts]\n"
       "                     [--chat] [--tokenizer FILE] [--max-new N] [--temperature T] [--top-p P]\n"
-      "                     [--seed S] [--no-stop] [--json]\n"
+      "                     [--seed S] [--no-stop] [--json] [--device cpu|cuda]\n"
       "  samples with the KV cache. Text prompts use DIR/tokenizer.json (or --tokenizer) and the\n"
       "  completion streams as text; --chat renders the prompt as a user turn followed by the\n"
       "  model's turn header (docs/chat-format.md). A sequence stops at the model's eos ids and\n"
       "  the tokenizer's <end_of_turn> unless --no-stop.\n"
-      "  defaults come from [generate] in --config (max_new_tokens, temperature, top_p, seed)\n");
+      "  defaults come from [generate] in --config (max_new_tokens, temperature, top_p, seed)\n"
+      "  --device cuda: decode steps on GPU 0 in bf16, sampled on the host as on the CPU\n");
 }
 
 static int add_prompt(GenerateArgs *args, const char *value, int is_text, FimiError *err) {
@@ -243,6 +246,28 @@ static int print_plain_results(const GenerateArgs *args, const Tokenizer *tok, i
   return 0;
 }
 
+// gemma_generate on the CPU, or on GPU 0 (model/gemma_cuda.h: the same
+// loop and host sampling over bf16 decode steps).
+static int generate_on(Device device, GemmaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
+                       const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err) {
+  if (device == DEVICE_CPU) return gemma_generate(model, prompts, prompt_lengths, B, opt, out_tokens, out_lengths, err);
+#ifdef FIMI_HAVE_CUDA
+  CudaContext *ctx = NULL;
+  GemmaCudaModel gpu;
+  if (cuda_context_create(&ctx, 0, err) != 0) return -1;
+  int rc = gemma_cuda_create(&gpu, &model->config, ctx, err);
+  if (rc == 0) {
+    rc = gemma_cuda_upload_weights(&gpu, model, err);
+    if (rc == 0) rc = gemma_cuda_generate(&gpu, prompts, prompt_lengths, B, opt, out_tokens, out_lengths, err);
+    gemma_cuda_free(&gpu);
+  }
+  cuda_context_destroy(ctx);
+  return rc;
+#else
+  return fimi_fail(err, "this fimi was built without the CUDA backend");
+#endif
+}
+
 static int run_generation(GemmaModel *model, const GenerateArgs *args, const Tokenizer *tok, const Config *config,
                           FimiError *err) {
   GenerateOptions opt = {0};
@@ -269,8 +294,8 @@ static int run_generation(GemmaModel *model, const GenerateArgs *args, const Tok
     opt.on_token_ctx = &streamer;
   }
   if (rc == 0)
-    rc = gemma_generate(model, (const int *const *)prompts, prompt_lengths, args->num_prompts, &opt, out_tokens,
-                        out_lengths, err);
+    rc = generate_on(args->device, model, (const int *const *)prompts, prompt_lengths, args->num_prompts, &opt,
+                     out_tokens, out_lengths, err);
   if (streaming) {
     char *rest = NULL;
     if (rc == 0 && streamer.failed) rc = fimi_fail(err, "%s", streamer.err.message);
@@ -303,6 +328,7 @@ int cmd_generate(int argc, char **argv) {
   if (cli_load_config(&opts, &err) != 0 || parse_generate_args(&opts, rest, argv, &args, &err) != 0)
     return cli_fail("generate", &err);
   if (device_require(opts.device, &err) != 0) return cli_fail("generate", &err);
+  args.device = opts.device;
   Tokenizer *tok = NULL;
   if (load_generate_tokenizer(&args, &tok, &err) != 0) return cli_fail("generate", &err);
   GemmaModel model;

@@ -48,7 +48,6 @@ struct CudaContext {
   struct MatmulPlanCache *matmul_plans;  // owned by matmul.cu
   float *lm_head_scratch;                // (rows, V) logits chunk, owned by lm_head.cu
   size_t lm_head_scratch_floats;
-  int cudnn_attention;  // cuda_context_set_cudnn_attention
 };
 
 // FIMI_CUDA_SIMPLE set to a nonzero value: ops take their plain reference

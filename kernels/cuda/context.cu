@@ -1,6 +1,6 @@
 // kernels/cuda/context.cu: the CUDA context and the host <-> device helpers of
 // kernels/cuda/ops_cuda.h. Defines cuda_context_create/destroy/sync/stream,
-// cuda_context_set_cudnn_attention, cuda_malloc/cuda_free, the bf16 and fp32
+// cuda_malloc/cuda_free, the bf16 and fp32
 // upload/download helpers (host-side fp32 <-> bf16 conversion through a
 // bounded staging buffer) and cuda_fill_bytes.
 //
@@ -113,10 +113,6 @@ extern "C" int cuda_context_sync(CudaContext *ctx, FimiError *err) {
 }
 
 extern "C" void *cuda_context_stream(CudaContext *ctx) { return (void *)ctx->stream; }
-
-extern "C" void cuda_context_set_cudnn_attention(CudaContext *ctx, int enabled) {
-  ctx->cudnn_attention = enabled != 0;
-}
 
 extern "C" int cuda_malloc(void **out, size_t bytes, FimiError *err) {
   *out = NULL;

@@ -41,9 +41,6 @@ void cuda_context_destroy(CudaContext *ctx);
 int cuda_context_sync(CudaContext *ctx, FimiError *err);
 // The cudaStream_t, as void * so that C callers need no CUDA headers.
 void *cuda_context_stream(CudaContext *ctx);
-// When nonzero, attention uses cuDNN's fused attention (graph API) instead of
-// fimi's kernel where cuDNN supports the shape (0 = fimi's kernel, default).
-void cuda_context_set_cudnn_attention(CudaContext *ctx, int enabled);
 
 // ---- memory helpers (host <-> device, with conversion) ----
 int cuda_malloc(void **out, size_t bytes, FimiError *err);

@@ -1,0 +1,738 @@
+// model/gemma_cuda.c: the Gemma forward, backward and KV-cache decode step on
+// the CUDA backend (see gemma_cuda.h), written out layer by layer in the
+// same op order as model/gemma.c and model/decode.c, calling the *_cuda ops
+// of kernels/cuda/ops_cuda.h. Defines GemmaCudaActs and the device memory
+// it carves. Plain C: the only direct CUDA runtime calls are the
+// device-to-device copies of new keys/values into the KV cache.
+#ifdef FIMI_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gemma_cuda.h"
+#include "model/decode.h"
+#include "model/safetensors.h"
+
+// What one layer's forward keeps for its backward, as LayerActs in gemma.c.
+// bf16 unless marked fp32. N = B*T rows, qd = nh*hd, kvd = nkv*hd.
+typedef struct CudaLayerActs {
+  bf16 *ln1;        // (N, C) input_layernorm(h_in)
+  float *ln1_rstd;  // (N) fp32
+  bf16 *q_raw;      // (N, qd) q_proj output before q_norm (gemma3; NULL for gemma2)
+  float *q_rstd;    // (N, nh) fp32
+  bf16 *k_raw;      // (N, kvd) (gemma3)
+  float *k_rstd;    // (N, nkv) fp32
+  bf16 *q;          // (B, T, nh, hd) normed and roped queries
+  bf16 *k;          // (B, T, nkv, hd) normed and roped keys
+  bf16 *v;          // (B, T, nkv, hd)
+  bf16 *att;        // (N, qd) attention output, o_proj input
+  float *att_lse;   // (B, nh, T) fp32
+  bf16 *o;          // (N, C) o_proj output
+  float *o_rstd;    // (N) fp32
+  bf16 *h_mid;      // (N, C) residual stream after the attention block
+  bf16 *ln2;        // (N, C) pre_feedforward_layernorm(h_mid)
+  float *ln2_rstd;  // (N) fp32
+  bf16 *gate;       // (N, I)
+  bf16 *up;         // (N, I)
+  bf16 *gelu;       // (N, I) gelu_tanh(gate) * up
+  bf16 *mlp;        // (N, C) down_proj output
+  float *mlp_rstd;  // (N) fp32
+} CudaLayerActs;
+
+struct GemmaCudaActs {
+  int capacity;          // rows (B*T) every buffer holds
+  void *memory;          // device: everything the forward keeps
+  CudaLayerActs *sets;   // (L) host array of device views
+  bf16 *residual;        // (L+1, N, C): layer l's input at l, the last layer's output at L
+  bf16 *final_norm;      // (N, C) model.norm output, LM head input
+  float *final_rstd;     // (N) fp32
+  float *lm_lse;         // (N) fp32
+  float *logprobs;       // (N) fp32
+  float *dlogprobs;      // (N) fp32, the backward's input
+  int *tokens;           // (N) device copy of the last forward's inputs
+  int *targets;          // (N)
+  int *positions;        // (N) position of each row within its sequence
+  int *host_positions;   // (N) host staging for positions
+  // Backward scratch, allocated by the first backward.
+  void *grad_memory;
+  bf16 *dres;                 // (N, C) gradient wrt the residual stream
+  bf16 *dA, *dB;              // (N, C) temporaries
+  bf16 *dgelu, *dgate, *dup;  // (N, I)
+  bf16 *dq, *datt;            // (N, qd)
+  bf16 *dk, *dv, *dk_raw;     // (N, kvd)
+  int B, T;
+  int valid;
+};
+
+// ---------------------------------------------------------------------------
+// Device memory carved out of one allocation. The same walk counts
+// (base == NULL) and assigns, so the size formula cannot drift.
+
+typedef struct Carver {
+  char *base;
+  size_t used;  // bytes
+} Carver;
+
+static void *carve(Carver *c, size_t bytes) {
+  void *p = c->base ? c->base + c->used : NULL;
+  c->used += (bytes + 255) & ~(size_t)255;  // 256-byte aligned: vector loads and cuBLASLt's preferences
+  return p;
+}
+static bf16 *carve_bf16(Carver *c, size_t n) { return carve(c, n * sizeof(bf16)); }
+static float *carve_f32(Carver *c, size_t n) { return carve(c, n * sizeof(float)); }
+
+static void carve_layer(Carver *c, CudaLayerActs *a, const GemmaConfig *cfg, size_t N) {
+  size_t C = cfg->hidden_size, I = cfg->intermediate_size, nh = cfg->num_attention_heads;
+  size_t nkv = cfg->num_key_value_heads, qd = nh * cfg->head_dim, kvd = nkv * cfg->head_dim;
+  memset(a, 0, sizeof *a);
+  a->ln1 = carve_bf16(c, N * C);
+  a->ln1_rstd = carve_f32(c, N);
+  if (cfg->family == GEMMA_FAMILY_GEMMA3) {
+    a->q_raw = carve_bf16(c, N * qd);
+    a->q_rstd = carve_f32(c, N * nh);
+    a->k_raw = carve_bf16(c, N * kvd);
+    a->k_rstd = carve_f32(c, N * nkv);
+  }
+  a->q = carve_bf16(c, N * qd);
+  a->k = carve_bf16(c, N * kvd);
+  a->v = carve_bf16(c, N * kvd);
+  a->att = carve_bf16(c, N * qd);
+  a->att_lse = carve_f32(c, N * nh);
+  a->o = carve_bf16(c, N * C);
+  a->o_rstd = carve_f32(c, N);
+  a->h_mid = carve_bf16(c, N * C);
+  a->ln2 = carve_bf16(c, N * C);
+  a->ln2_rstd = carve_f32(c, N);
+  a->gate = carve_bf16(c, N * I);
+  a->up = carve_bf16(c, N * I);
+  a->gelu = carve_bf16(c, N * I);
+  a->mlp = carve_bf16(c, N * C);
+  a->mlp_rstd = carve_f32(c, N);
+}
+
+static size_t carve_forward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *cfg, size_t N) {
+  size_t C = cfg->hidden_size, L = cfg->num_hidden_layers;
+  acts->residual = carve_bf16(c, (L + 1) * N * C);
+  for (size_t l = 0; l < L; l++) {
+    CudaLayerActs scratch;
+    carve_layer(c, acts->sets ? &acts->sets[l] : &scratch, cfg, N);
+  }
+  acts->final_norm = carve_bf16(c, N * C);
+  acts->final_rstd = carve_f32(c, N);
+  acts->lm_lse = carve_f32(c, N);
+  acts->logprobs = carve_f32(c, N);
+  acts->dlogprobs = carve_f32(c, N);
+  acts->tokens = carve(c, N * sizeof(int));
+  acts->targets = carve(c, N * sizeof(int));
+  acts->positions = carve(c, N * sizeof(int));
+  return c->used;
+}
+
+static size_t carve_backward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *cfg, size_t N) {
+  size_t C = cfg->hidden_size, I = cfg->intermediate_size;
+  size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  acts->dres = carve_bf16(c, N * C);
+  acts->dA = carve_bf16(c, N * C);
+  acts->dB = carve_bf16(c, N * C);
+  acts->dgelu = carve_bf16(c, N * I);
+  acts->dgate = carve_bf16(c, N * I);
+  acts->dup = carve_bf16(c, N * I);
+  acts->dq = carve_bf16(c, N * qd);
+  acts->datt = carve_bf16(c, N * qd);
+  acts->dk = carve_bf16(c, N * kvd);
+  acts->dv = carve_bf16(c, N * kvd);
+  acts->dk_raw = cfg->family == GEMMA_FAMILY_GEMMA3 ? carve_bf16(c, N * kvd) : NULL;
+  return c->used;
+}
+
+static void acts_free(GemmaCudaModel *model) {
+  GemmaCudaActs *acts = model->acts;
+  if (!acts) return;
+  cuda_free(acts->memory);
+  cuda_free(acts->grad_memory);
+  free(acts->sets);
+  free(acts->host_positions);
+  free(acts);
+  model->acts = NULL;
+}
+
+// Makes sure the forward state holds N rows. Grows only, so steady-state
+// training never allocates; growing drops the backward scratch (re-carved by
+// the next backward).
+static int ensure_activations(GemmaCudaModel *model, int N, FimiError *err) {
+  if (model->acts && model->acts->capacity >= N) return 0;
+  const GemmaConfig *cfg = &model->config;
+  acts_free(model);
+  GemmaCudaActs *acts = fimi_calloc(1, sizeof *acts, err);
+  if (!acts) return -1;
+  model->acts = acts;
+  acts->capacity = N;
+  acts->sets = fimi_calloc((size_t)cfg->num_hidden_layers, sizeof(CudaLayerActs), err);
+  acts->host_positions = acts->sets ? fimi_calloc((size_t)N, sizeof(int), err) : NULL;
+  if (!acts->host_positions) goto fail;
+  Carver count = {NULL, 0};
+  size_t bytes = carve_forward(&count, acts, cfg, (size_t)N);
+  void *memory = NULL;
+  if (cuda_malloc(&memory, bytes, err) != 0) goto fail;
+  acts->memory = memory;
+  Carver assign = {memory, 0};
+  carve_forward(&assign, acts, cfg, (size_t)N);
+  return 0;
+fail:
+  acts_free(model);
+  return fimi_fail_wrap(err, "GPU activations for %d rows", N);
+}
+
+static int ensure_grad_scratch(GemmaCudaModel *model, FimiError *err) {
+  GemmaCudaActs *acts = model->acts;
+  if (acts->grad_memory) return 0;
+  Carver count = {NULL, 0};
+  size_t bytes = carve_backward(&count, acts, &model->config, (size_t)acts->capacity);
+  void *memory = NULL;
+  if (cuda_malloc(&memory, bytes, err) != 0) return fimi_fail_wrap(err, "GPU backward scratch");
+  acts->grad_memory = memory;
+  Carver assign = {memory, 0};
+  carve_backward(&assign, acts, &model->config, (size_t)acts->capacity);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Parameters
+
+int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err) {
+  memset(model, 0, sizeof *model);
+  if (gemma_config_validate(cfg, err) != 0) return fimi_fail_wrap(err, "GPU model");
+  // attention_*_cuda supports these head sizes only (ops_cuda.h).
+  if (cfg->head_dim != 64 && cfg->head_dim != 128 && cfg->head_dim != 256)
+    return fimi_fail(err, "GPU model: head_dim %d is not supported by the CUDA attention (64, 128 or 256)",
+                     cfg->head_dim);
+  model->config = *cfg;
+  model->ctx = ctx;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  model->globals_numel = (size_t)cfg->vocab_size * (size_t)cfg->hidden_size + (size_t)cfg->hidden_size;
+  model->layer_numel = off.numel;
+  model->num_params = model->globals_numel + (size_t)cfg->num_hidden_layers * model->layer_numel;
+  // HF multiplies by torch.tensor(sqrt(C), dtype=bf16) when the weights are bf16.
+  model->embed_scale = bf16_to_float(float_to_bf16(gemma_embed_scale(cfg)));
+  void *params = NULL;
+  if (cuda_malloc(&params, model->num_params * sizeof(bf16), err) != 0)
+    return fimi_fail_wrap(err, "GPU model: %zu MiB of bf16 weights", model->num_params * sizeof(bf16) >> 20);
+  model->params = params;
+  return 0;
+}
+
+void gemma_cuda_free(GemmaCudaModel *model) {
+  if (!model) return;
+  acts_free(model);
+  cuda_free(model->params);
+  cuda_free(model->grads);
+  memset(model, 0, sizeof *model);
+}
+
+static int same_shape(const GemmaConfig *a, const GemmaConfig *b) {
+  return a->family == b->family && a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
+         a->intermediate_size == b->intermediate_size && a->num_hidden_layers == b->num_hidden_layers &&
+         a->num_attention_heads == b->num_attention_heads && a->num_key_value_heads == b->num_key_value_heads &&
+         a->head_dim == b->head_dim;
+}
+
+bf16 *gemma_cuda_layer_params(GemmaCudaModel *model, int layer) {
+  return model->params + model->globals_numel + (size_t)layer * model->layer_numel;
+}
+
+static float *layer_grads(GemmaCudaModel *model, int layer) {
+  return model->grads + model->globals_numel + (size_t)layer * model->layer_numel;
+}
+
+int gemma_cuda_upload_weights(GemmaCudaModel *model, const GemmaModel *cpu, FimiError *err) {
+  if (!same_shape(&model->config, &cpu->config) || cpu->globals_numel != model->globals_numel ||
+      cpu->layer_numel != model->layer_numel)
+    return fimi_fail(err, "GPU model: uploading weights of a model with another shape");
+  if (!cpu->globals) return fimi_fail(err, "GPU model: the CPU model has no global parameters");
+  for (int l = 0; l < model->config.num_hidden_layers; l++)
+    if (!cpu->layers[l]) return fimi_fail(err, "GPU model: the CPU model holds no parameters for layer %d", l);
+  cuda_upload_bf16(model->ctx, model->params, cpu->globals, model->globals_numel);
+  for (int l = 0; l < model->config.num_hidden_layers; l++)
+    cuda_upload_bf16(model->ctx, gemma_cuda_layer_params(model, l), cpu->layers[l], model->layer_numel);
+  return cuda_context_sync(model->ctx, err);
+}
+
+int gemma_cuda_alloc_grads(GemmaCudaModel *model, FimiError *err) {
+  if (!model->grads) {
+    void *grads = NULL;
+    if (cuda_malloc(&grads, model->num_params * sizeof(float), err) != 0)
+      return fimi_fail_wrap(err, "GPU model: %zu MiB of fp32 gradients", model->num_params * sizeof(float) >> 20);
+    model->grads = grads;
+  }
+  gemma_cuda_zero_grads(model);
+  return 0;
+}
+
+void gemma_cuda_zero_grads(GemmaCudaModel *model) {
+  if (model->grads) cuda_fill_bytes(model->ctx, model->grads, 0, model->num_params * sizeof(float));
+}
+
+size_t gemma_cuda_tensor_offset(const GemmaCudaModel *model, const GemmaTensor *t) {
+  return (t->layer < 0 ? 0 : model->globals_numel + (size_t)t->layer * model->layer_numel) + t->offset;
+}
+
+void gemma_cuda_download_grads(GemmaCudaModel *model, float *host_flat) {
+  cuda_download_f32(model->ctx, host_flat, model->grads, model->num_params);
+}
+
+const float *gemma_cuda_logprobs_device(const GemmaCudaModel *model) {
+  return model->acts && model->acts->valid ? model->acts->logprobs : NULL;
+}
+
+const bf16 *gemma_cuda_final_hidden_device(const GemmaCudaModel *model) {
+  return model->acts && model->acts->valid ? model->acts->final_norm : NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Forward
+
+// One decoder layer: h_out = layer(h_in) with device parameters w
+// (layer_numel), saving internals into a. Same ops in the same order as
+// layer_forward in gemma.c.
+static void layer_forward(GemmaCudaModel *model, int l, const bf16 *w, CudaLayerActs *a, const bf16 *h_in,
+                          bf16 *h_out, int B, int T) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
+  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  float eps = (float)cfg->rms_norm_eps;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  GemmaAttnSpec spec;
+  gemma_attn_spec(cfg, l, &spec);
+  const int *pos = model->acts->positions;
+
+  // attention block: h_mid = h_in + post_attention_layernorm(o_proj(attn(input_layernorm(h_in))))
+  rmsnorm_forward_cuda(ctx, a->ln1, a->ln1_rstd, h_in, w + off.input_norm, N, C, eps);
+  bf16 *q_lin = off.has_qk_norm ? a->q_raw : a->q;  // (N, qd)
+  bf16 *k_lin = off.has_qk_norm ? a->k_raw : a->k;  // (N, kvd)
+  matmul_forward_cuda(ctx, q_lin, a->ln1, w + off.q, N, C, qd);
+  matmul_forward_cuda(ctx, k_lin, a->ln1, w + off.k, N, C, kvd);
+  matmul_forward_cuda(ctx, a->v, a->ln1, w + off.v, N, C, kvd);
+  if (off.has_qk_norm) {
+    rmsnorm_forward_cuda(ctx, a->q, a->q_rstd, a->q_raw, w + off.q_norm, N * nh, hd, eps);
+    rmsnorm_forward_cuda(ctx, a->k, a->k_rstd, a->k_raw, w + off.k_norm, N * nkv, hd, eps);
+  }
+  rope_forward_cuda(ctx, a->q, a->q, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_forward_cuda(ctx, a->k, a->k, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
+  attention_forward_cuda(ctx, a->att, a->att_lse, a->q, a->k, a->v, B, T, nh, nkv, hd, spec.window, spec.softcap,
+                         spec.scale);
+  matmul_forward_cuda(ctx, a->o, a->att, w + off.o, N, qd, C);
+  rmsnorm_forward_cuda(ctx, a->h_mid, a->o_rstd, a->o, w + off.post_attn_norm, N, C, eps);
+  residual_add_cuda(ctx, a->h_mid, a->h_mid, h_in, (size_t)N * C);
+
+  // MLP block: h_out = h_mid + post_feedforward_layernorm(down(gelu_tanh(gate(x)) * up(x)))
+  rmsnorm_forward_cuda(ctx, a->ln2, a->ln2_rstd, a->h_mid, w + off.pre_ff_norm, N, C, eps);
+  matmul_forward_cuda(ctx, a->gate, a->ln2, w + off.gate, N, C, I);
+  matmul_forward_cuda(ctx, a->up, a->ln2, w + off.up, N, C, I);
+  geglu_forward_cuda(ctx, a->gelu, a->gate, a->up, (size_t)N * I);
+  matmul_forward_cuda(ctx, a->mlp, a->gelu, w + off.down, N, I, C);
+  rmsnorm_forward_cuda(ctx, h_out, a->mlp_rstd, a->mlp, w + off.post_ff_norm, N, C, eps);
+  residual_add_cuda(ctx, h_out, h_out, a->h_mid, (size_t)N * C);
+}
+
+static bf16 *residual_at(GemmaCudaActs *acts, const GemmaConfig *cfg, int l) {
+  return acts->residual + (size_t)l * acts->capacity * cfg->hidden_size;
+}
+
+// As check_batch in gemma.c: ids validated on the host before any upload.
+static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *targets, int B, int T, FimiError *err) {
+  if (B <= 0 || T <= 0) return fimi_fail(err, "gemma_cuda_forward: batch %d x %d must be positive", B, T);
+  long long width = cfg->hidden_size;
+  if (cfg->intermediate_size > width) width = cfg->intermediate_size;
+  if ((long long)cfg->num_attention_heads * cfg->head_dim > width)
+    width = (long long)cfg->num_attention_heads * cfg->head_dim;
+  if ((long long)B * T > 0x7fffffffLL / width)
+    return fimi_fail(err, "gemma_cuda_forward: batch %d x %d is too large", B, T);
+  int V = cfg->vocab_size;
+  for (long i = 0; i < (long)B * T; i++) {
+    if (tokens[i] < 0 || tokens[i] >= V)
+      return fimi_fail(err, "gemma_cuda_forward: token %d at row %ld, column %ld is outside the vocabulary [0, %d)",
+                       tokens[i], i / T, i % T, V);
+    if (targets[i] < -1 || targets[i] >= V)
+      return fimi_fail(err, "gemma_cuda_forward: target %d at row %ld, column %ld is outside [-1, %d)", targets[i],
+                       i / T, i % T, V);
+  }
+  return 0;
+}
+
+int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                       FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  if (check_batch(cfg, tokens, targets, B, T, err) != 0) return -1;
+  int N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
+  if (ensure_activations(model, N, err) != 0) return -1;
+  GemmaCudaActs *acts = model->acts;
+  acts->valid = 0;
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) acts->host_positions[b * T + t] = t;
+  cuda_upload_i32(ctx, acts->tokens, tokens, (size_t)N);
+  cuda_upload_i32(ctx, acts->targets, targets, (size_t)N);
+  cuda_upload_i32(ctx, acts->positions, acts->host_positions, (size_t)N);
+
+  const bf16 *wte = model->params;                     // (V, C)
+  const bf16 *norm_w = model->params + (size_t)V * C;  // (C)
+  embedding_forward_cuda(ctx, residual_at(acts, cfg, 0), acts->tokens, wte, N, C, model->embed_scale);
+  for (int l = 0; l < L; l++)
+    layer_forward(model, l, gemma_cuda_layer_params(model, l), &acts->sets[l], residual_at(acts, cfg, l),
+                  residual_at(acts, cfg, l + 1), B, T);
+  rmsnorm_forward_cuda(ctx, acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
+                       (float)cfg->rms_norm_eps);
+  lm_head_logprob_forward_cuda(ctx, acts->logprobs, acts->lm_lse, acts->final_norm, wte, acts->targets, N, C, V,
+                               (float)cfg->final_logit_softcapping);
+  acts->B = B;
+  acts->T = T;
+  acts->valid = 1;
+  if (logprobs) {
+    cuda_download_f32(ctx, logprobs, acts->logprobs, (size_t)N);
+    if (cuda_context_sync(ctx, err) != 0) return fimi_fail_wrap(err, "gemma_cuda_forward");
+  }
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// Backward
+
+// Backward through layer l (as layer_backward in gemma.c). dres (N, C): on
+// entry the gradient wrt the layer's output, on exit wrt its input h_in.
+// Parameter grads accumulate into g (layer_numel, fp32).
+static void layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g, const CudaLayerActs *a,
+                           const bf16 *h_in, int B, int T) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  GemmaCudaActs *acts = model->acts;
+  int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
+  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  size_t NC = (size_t)N * C;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  GemmaAttnSpec spec;
+  gemma_attn_spec(cfg, l, &spec);
+  const int *pos = acts->positions;
+  bf16 *dres = acts->dres, *dA = acts->dA, *dB = acts->dB;
+
+  // MLP block, from h_out = h_mid + post_ff_norm(mlp).
+  rmsnorm_backward_cuda(ctx, dA, g + off.post_ff_norm, dres, a->mlp, w + off.post_ff_norm, a->mlp_rstd, N, C);
+  matmul_backward_cuda(ctx, acts->dgelu, g + off.down, dA, a->gelu, w + off.down, N, I, C);
+  geglu_backward_cuda(ctx, acts->dgate, acts->dup, acts->dgelu, a->gate, a->up, (size_t)N * I);
+  matmul_backward_cuda(ctx, dB, g + off.gate, acts->dgate, a->ln2, w + off.gate, N, C, I);  // dB = dln2 (gate part)
+  matmul_backward_cuda(ctx, dA, g + off.up, acts->dup, a->ln2, w + off.up, N, C, I);
+  residual_add_cuda(ctx, dB, dB, dA, NC);
+  rmsnorm_backward_cuda(ctx, dA, g + off.pre_ff_norm, dB, a->h_mid, w + off.pre_ff_norm, a->ln2_rstd, N, C);
+  residual_add_cuda(ctx, dres, dres, dA, NC);  // dres = dh_mid: residual path + MLP path
+
+  // Attention block, from h_mid = h_in + post_attn_norm(o).
+  rmsnorm_backward_cuda(ctx, dA, g + off.post_attn_norm, dres, a->o, w + off.post_attn_norm, a->o_rstd, N, C);
+  matmul_backward_cuda(ctx, acts->datt, g + off.o, dA, a->att, w + off.o, N, qd, C);
+  attention_backward_cuda(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, a->k, a->v, a->att, a->att_lse, B, T,
+                          nh, nkv, hd, spec.window, spec.softcap, spec.scale);
+  rope_backward_cuda(ctx, acts->dq, acts->dq, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_backward_cuda(ctx, acts->dk, acts->dk, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
+  bf16 *dq_lin = acts->dq, *dk_lin = acts->dk;  // gradients wrt the q/k projections' outputs
+  if (off.has_qk_norm) {
+    // datt is dead after attention_backward: reuse it for dq_raw.
+    rmsnorm_backward_cuda(ctx, acts->datt, g + off.q_norm, acts->dq, a->q_raw, w + off.q_norm, a->q_rstd, N * nh, hd);
+    rmsnorm_backward_cuda(ctx, acts->dk_raw, g + off.k_norm, acts->dk, a->k_raw, w + off.k_norm, a->k_rstd, N * nkv,
+                          hd);
+    dq_lin = acts->datt;
+    dk_lin = acts->dk_raw;
+  }
+  matmul_backward_cuda(ctx, dB, g + off.q, dq_lin, a->ln1, w + off.q, N, C, qd);  // dB = dln1
+  matmul_backward_cuda(ctx, dA, g + off.k, dk_lin, a->ln1, w + off.k, N, C, kvd);
+  residual_add_cuda(ctx, dB, dB, dA, NC);
+  matmul_backward_cuda(ctx, dA, g + off.v, acts->dv, a->ln1, w + off.v, N, C, kvd);
+  residual_add_cuda(ctx, dB, dB, dA, NC);
+  rmsnorm_backward_cuda(ctx, dA, g + off.input_norm, dB, h_in, w + off.input_norm, a->ln1_rstd, N, C);
+  residual_add_cuda(ctx, dres, dres, dA, NC);  // dres = dh_in
+}
+
+int gemma_cuda_backward(GemmaCudaModel *model, const float *dlogprobs, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  GemmaCudaActs *acts = model->acts;
+  if (!acts || !acts->valid)
+    return fimi_fail(err, "gemma_cuda_backward: no forward to differentiate (call gemma_cuda_forward first)");
+  if (!model->grads)
+    return fimi_fail(err, "gemma_cuda_backward: gradients are not allocated (gemma_cuda_alloc_grads)");
+  if (ensure_grad_scratch(model, err) != 0) return -1;
+  int B = acts->B, T = acts->T, N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
+  const bf16 *wte = model->params, *norm_w = model->params + (size_t)V * C;
+  float *dwte = model->grads, *dnorm_w = model->grads + (size_t)V * C;
+
+  cuda_upload_f32(ctx, acts->dlogprobs, dlogprobs, (size_t)N);
+  // LM head: recomputes each chunk's logits from the saved lse; dA = d/d final_norm.
+  lm_head_logprob_backward_cuda(ctx, acts->dA, dwte, acts->dlogprobs, acts->final_norm, wte, acts->targets,
+                                acts->lm_lse, N, C, V, (float)cfg->final_logit_softcapping);
+  rmsnorm_backward_cuda(ctx, acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N,
+                        C);
+  for (int l = L - 1; l >= 0; l--)
+    layer_backward(model, l, gemma_cuda_layer_params(model, l), layer_grads(model, l), &acts->sets[l],
+                   residual_at(acts, cfg, l), B, T);
+  // The tied embedding gets the input-side gradient on top of the LM head's.
+  embedding_backward_cuda(ctx, dwte, acts->dres, acts->tokens, N, C, V, model->embed_scale, cfg->pad_token_id);
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+// KV-cache decode (as model/decode.c)
+
+// Views into cache->scratch for n rows (n <= B), bf16.
+typedef struct StepBuffers {
+  bf16 *x;      // (n, C) residual stream
+  bf16 *ln;     // (n, C) norm outputs
+  bf16 *tmp;    // (n, C) post-norm outputs before the residual add
+  bf16 *q_raw;  // (n, qd) q_proj output (gemma3: before q_norm)
+  bf16 *q;      // (n, nh, hd) normed + roped
+  bf16 *k_raw;  // (n, kvd)
+  bf16 *k;      // (n, nkv, hd) normed + roped, copied into the cache
+  bf16 *v;      // (n, nkv, hd)
+  bf16 *att;    // (n, qd)
+  bf16 *o;      // (n, C)
+  bf16 *gate;   // (n, I)
+  bf16 *up;     // (n, I)
+  bf16 *act;    // (n, I) gelu_tanh(gate) * up
+} StepBuffers;
+
+static size_t carve_step(StepBuffers *s, char *base, const GemmaConfig *cfg, size_t n) {
+  size_t C = cfg->hidden_size, I = cfg->intermediate_size;
+  size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  Carver c = {base, 0};
+  s->x = carve_bf16(&c, n * C);
+  s->ln = carve_bf16(&c, n * C);
+  s->tmp = carve_bf16(&c, n * C);
+  s->q_raw = carve_bf16(&c, n * qd);
+  s->q = carve_bf16(&c, n * qd);
+  s->k_raw = carve_bf16(&c, n * kvd);
+  s->k = carve_bf16(&c, n * kvd);
+  s->v = carve_bf16(&c, n * kvd);
+  s->att = carve_bf16(&c, n * qd);
+  s->o = carve_bf16(&c, n * C);
+  s->gate = carve_bf16(&c, n * I);
+  s->up = carve_bf16(&c, n * I);
+  s->act = carve_bf16(&c, n * I);
+  return c.used;
+}
+
+int gemma_cuda_kv_cache_create(GemmaCudaKVCache *cache, const GemmaCudaModel *model, int batch, int capacity,
+                               FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  memset(cache, 0, sizeof *cache);
+  if (batch <= 0 || capacity <= 0)
+    return fimi_fail(err, "GPU KV cache: batch %d and capacity %d must be positive", batch, capacity);
+  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  size_t cache_elems = (size_t)cfg->num_hidden_layers * (size_t)batch * (size_t)capacity * kvd;
+  StepBuffers views;
+  size_t scratch_bytes = carve_step(&views, NULL, cfg, (size_t)batch);
+  void *k = NULL, *v = NULL, *scratch = NULL, *logits = NULL, *slots = NULL;
+  cache->batch = batch;
+  cache->capacity = capacity;
+  cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
+  cache->h_slots = cache->lengths ? fimi_calloc(4 * (size_t)batch, sizeof(int), err) : NULL;
+  if (!cache->h_slots) goto fail;
+  if (cuda_malloc(&k, cache_elems * sizeof(bf16), err) != 0) goto fail;
+  cache->k = k;
+  if (cuda_malloc(&v, cache_elems * sizeof(bf16), err) != 0) goto fail;
+  cache->v = v;
+  if (cuda_malloc(&scratch, scratch_bytes, err) != 0) goto fail;
+  cache->scratch = scratch;
+  if (cuda_malloc(&logits, (size_t)batch * cfg->vocab_size * sizeof(float), err) != 0) goto fail;
+  cache->logits = logits;
+  if (cuda_malloc(&slots, 3 * (size_t)batch * sizeof(int), err) != 0) goto fail;
+  cache->d_slots = slots;
+  // Zeroed: attention never reads past a sequence's length, but zeros keep
+  // any stray read finite.
+  cuda_fill_bytes(model->ctx, cache->k, 0, cache_elems * sizeof(bf16));
+  cuda_fill_bytes(model->ctx, cache->v, 0, cache_elems * sizeof(bf16));
+  cuda_fill_bytes(model->ctx, cache->d_slots, 0, 3 * (size_t)batch * sizeof(int));
+  return 0;
+fail:
+  gemma_cuda_kv_cache_free(cache);
+  return fimi_fail_wrap(err, "GPU KV cache for %d sequences of %d tokens", batch, capacity);
+}
+
+void gemma_cuda_kv_cache_free(GemmaCudaKVCache *cache) {
+  if (!cache) return;
+  free(cache->lengths);
+  free(cache->h_slots);
+  cuda_free(cache->k);
+  cuda_free(cache->v);
+  cuda_free(cache->scratch);
+  cuda_free(cache->logits);
+  cuda_free(cache->d_slots);
+  memset(cache, 0, sizeof *cache);
+}
+
+void gemma_cuda_kv_cache_reset(GemmaCudaKVCache *cache) {
+  memset(cache->lengths, 0, (size_t)cache->batch * sizeof(int));
+}
+
+// Active sequences come in runs of consecutive ids; each run is one op call.
+static int run_length(const int *ids, int n, int i) {
+  int len = 1;
+  while (i + len < n && ids[i + len] == ids[i] + len) len++;
+  return len;
+}
+
+// Copies the n new rows of k (or v) (n, kvd) into cache rows [l][ids[i]][positions[i]].
+// Consecutive sequences at the same position (lockstep decoding) are one
+// strided copy: their destinations are S * kvd apart.
+static void write_cache_rows(GemmaCudaModel *model, const GemmaCudaKVCache *cache, bf16 *layer_cache,
+                             const bf16 *rows, const int *ids, const int *positions, int n) {
+  size_t S = (size_t)cache->capacity;
+  size_t kvd = (size_t)model->config.num_key_value_heads * model->config.head_dim;
+  cudaStream_t stream = (cudaStream_t)cuda_context_stream(model->ctx);
+  for (int i = 0; i < n;) {
+    int run = 1;
+    while (i + run < n && ids[i + run] == ids[i] + run && positions[i + run] == positions[i]) run++;
+    bf16 *dst = layer_cache + ((size_t)ids[i] * S + (size_t)positions[i]) * kvd;
+    cudaError_t status = cudaMemcpy2DAsync(dst, S * kvd * sizeof(bf16), rows + (size_t)i * kvd, kvd * sizeof(bf16),
+                                           kvd * sizeof(bf16), (size_t)run, cudaMemcpyDeviceToDevice, stream);
+    if (status != cudaSuccess) {
+      // As the ops do: a failed copy between valid device buffers is a device error.
+      fprintf(stderr, "fimi: CUDA error in the KV-cache write: %s\n", cudaGetErrorString(status));
+      exit(EXIT_FAILURE);
+    }
+    i += run;
+  }
+}
+
+// One decoder layer for the n new tokens (as layer_step in decode.c).
+// ids/positions are host arrays; d_positions (n) and d_lengths (B) their
+// device copies (d_lengths indexed by sequence, incl. the new token).
+static void layer_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, int l, const StepBuffers *s, const int *ids,
+                       const int *positions, const int *d_positions, const int *d_lengths, int n) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
+  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  float eps = (float)cfg->rms_norm_eps;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  GemmaAttnSpec spec;
+  gemma_attn_spec(cfg, l, &spec);
+  const bf16 *w = gemma_cuda_layer_params(model, l);
+  size_t B = (size_t)cache->batch, S = (size_t)cache->capacity;
+  bf16 *kc = cache->k + (size_t)l * B * S * kvd;  // (B, S, nkv, hd) for this layer
+  bf16 *vc = cache->v + (size_t)l * B * S * kvd;
+
+  rmsnorm_forward_cuda(ctx, s->ln, NULL, s->x, w + off.input_norm, n, C, eps);
+  matmul_forward_cuda(ctx, off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, n, C, qd);
+  matmul_forward_cuda(ctx, off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, n, C, kvd);
+  matmul_forward_cuda(ctx, s->v, s->ln, w + off.v, n, C, kvd);
+  if (off.has_qk_norm) {
+    rmsnorm_forward_cuda(ctx, s->q, NULL, s->q_raw, w + off.q_norm, n * nh, hd, eps);
+    rmsnorm_forward_cuda(ctx, s->k, NULL, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
+  }
+  rope_forward_cuda(ctx, s->q, s->q, d_positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_forward_cuda(ctx, s->k, s->k, d_positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
+  write_cache_rows(model, cache, kc, s->k, ids, positions, n);
+  write_cache_rows(model, cache, vc, s->v, ids, positions, n);
+  for (int i = 0; i < n;) {
+    int run = run_length(ids, n, i), b0 = ids[i];
+    attention_decode_cuda(ctx, s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
+                          vc + (size_t)b0 * S * kvd, d_lengths + b0, run, (int)S, nh, nkv, hd, spec.window,
+                          spec.softcap, spec.scale);
+    i += run;
+  }
+  matmul_forward_cuda(ctx, s->o, s->att, w + off.o, n, qd, C);
+  rmsnorm_forward_cuda(ctx, s->tmp, NULL, s->o, w + off.post_attn_norm, n, C, eps);
+  residual_add_cuda(ctx, s->x, s->x, s->tmp, (size_t)n * C);
+
+  rmsnorm_forward_cuda(ctx, s->ln, NULL, s->x, w + off.pre_ff_norm, n, C, eps);
+  matmul_forward_cuda(ctx, s->gate, s->ln, w + off.gate, n, C, I);
+  matmul_forward_cuda(ctx, s->up, s->ln, w + off.up, n, C, I);
+  geglu_forward_cuda(ctx, s->act, s->gate, s->up, (size_t)n * I);
+  matmul_forward_cuda(ctx, s->o, s->act, w + off.down, n, I, C);
+  rmsnorm_forward_cuda(ctx, s->tmp, NULL, s->o, w + off.post_ff_norm, n, C, eps);
+  residual_add_cuda(ctx, s->x, s->x, s->tmp, (size_t)n * C);
+}
+
+int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const int *tokens, const int *active,
+                           float *logits, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  int B = cache->batch, C = cfg->hidden_size, V = cfg->vocab_size;
+  int *ids = cache->h_slots, *positions = ids + B, *toks = ids + 2 * B, *new_lengths = ids + 3 * B;
+  // Validate everything before touching the cache, so a failure changes nothing.
+  int n = 0;
+  for (int b = 0; b < B; b++) {
+    new_lengths[b] = cache->lengths[b];  // inactive: unchanged (never read, but defined)
+    if (active && !active[b]) continue;
+    if (cache->lengths[b] >= cache->capacity)
+      return fimi_fail(err, "decode: sequence %d is full (%d tokens, the KV cache capacity)", b, cache->capacity);
+    if (tokens[b] < 0 || tokens[b] >= V)
+      return fimi_fail(err, "decode: token %d for sequence %d is outside the vocabulary [0, %d)", tokens[b], b, V);
+    ids[n] = b;
+    positions[n] = cache->lengths[b];
+    toks[n] = tokens[b];
+    new_lengths[b] = cache->lengths[b] + 1;  // the new token's own k/v is attended too
+    n++;
+  }
+  if (n == 0) return 0;
+  // Device copies: positions (n) at d_slots, token ids (n) at d_slots + B,
+  // lengths (B) at d_slots + 2B.
+  int *d_positions = cache->d_slots, *d_tokens = cache->d_slots + B, *d_lengths = cache->d_slots + 2 * B;
+  cuda_upload_i32(ctx, d_positions, positions, (size_t)n);
+  cuda_upload_i32(ctx, d_tokens, toks, (size_t)n);
+  cuda_upload_i32(ctx, d_lengths, new_lengths, (size_t)B);
+
+  StepBuffers s;
+  carve_step(&s, (char *)cache->scratch, cfg, (size_t)n);
+  const bf16 *wte = model->params, *norm_w = model->params + (size_t)V * C;
+  embedding_forward_cuda(ctx, s.x, d_tokens, wte, n, C, model->embed_scale);
+  for (int l = 0; l < cfg->num_hidden_layers; l++)
+    layer_step(model, cache, l, &s, ids, positions, d_positions, d_lengths, n);
+  rmsnorm_forward_cuda(ctx, s.ln, NULL, s.x, norm_w, n, C, (float)cfg->rms_norm_eps);
+  for (int i = 0; i < n;) {
+    int run = run_length(ids, n, i);
+    lm_head_logits_cuda(ctx, cache->logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, wte, run, C, V,
+                        (float)cfg->final_logit_softcapping);
+    i += run;
+  }
+  if (logits) {
+    for (int i = 0; i < n;) {
+      int run = run_length(ids, n, i);
+      cuda_download_f32(ctx, logits + (size_t)ids[i] * V, cache->logits + (size_t)ids[i] * V, (size_t)run * V);
+      i += run;
+    }
+  }
+  if (cuda_context_sync(ctx, err) != 0) return fimi_fail_wrap(err, "decode step");
+  for (int i = 0; i < n; i++) cache->lengths[ids[i]]++;
+  return 0;
+}
+
+// ---- generation ------------------------------------------------------------------
+
+typedef struct CudaDecoder {
+  GemmaCudaModel *model;
+  GemmaCudaKVCache *cache;
+} CudaDecoder;
+
+static int cuda_decode_step_host(void *ctx, const int *tokens, const int *active, float *logits, FimiError *err) {
+  CudaDecoder *d = ctx;
+  return gemma_cuda_decode_step(d->model, d->cache, tokens, active, logits, err);
+}
+
+int gemma_cuda_generate(GemmaCudaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
+                        const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err) {
+  int capacity = generate_capacity(prompt_lengths, B, opt, err);
+  if (capacity < 0) return -1;
+  GemmaCudaKVCache cache;
+  if (gemma_cuda_kv_cache_create(&cache, model, B, capacity, err) != 0) return -1;
+  CudaDecoder gpu = {model, &cache};
+  GenerateDecoder dec = {cuda_decode_step_host, &gpu};
+  int rc = generate_with(&dec, model->config.vocab_size, prompts, prompt_lengths, B, opt, out_tokens, out_lengths, err);
+  gemma_cuda_kv_cache_free(&cache);
+  return rc;
+}
+
+#endif  // FIMI_HAVE_CUDA

@@ -1,0 +1,116 @@
+// model/gemma_cuda.h: the Gemma model on the CUDA backend (--device cuda):
+// forward (per-token log-probs of given targets), backward (gradients of
+// every parameter) and KV-cache decoding, written out layer by layer on top
+// of kernels/cuda/ops_cuda.h. Defines GemmaCudaModel, GemmaCudaKVCache and
+// their functions. Mirrors model/gemma.c and model/decode.c op for op (same
+// order, same scales, layer settings from gemma_attn_spec), with the CUDA
+// backend's dtypes: bf16 weights and activations, fp32 parameter gradients,
+// fp32 norm/attention/LM-head statistics.
+//
+// Memory layout: ONE flat device buffer of bf16 parameters holding the CPU
+// model's buffers back to back: globals (embedding (V, C), final norm (C))
+// at 0, then layer l at globals_numel + l * layer_numel, each layer in
+// gemma.h's order (GemmaLayerOffsets). The fp32 gradient buffer has the same
+// offsets, so an upload is one cast per CPU buffer and a download gives the
+// CPU model's gradient layout (gemma_cuda_tensor_offset maps a GemmaTensor).
+//
+// First version: every layer keeps its activations (no recompute: at
+// gemma3-4b, B*T = 4096 they take ~15 GB in bf16, well inside an H200), no
+// layer hooks (ZeRO-3 on GPU comes later), no fused SFT forward+backward.
+// Only compiled with the CUDA backend (FIMI_HAVE_CUDA).
+#ifndef FIMI_MODEL_GEMMA_CUDA_H
+#define FIMI_MODEL_GEMMA_CUDA_H
+
+#ifdef FIMI_HAVE_CUDA
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "kernels/cuda/ops_cuda.h"
+#include "model/decode.h"
+#include "model/gemma.h"
+#include "model/gemma_config.h"
+
+typedef struct GemmaCudaActs GemmaCudaActs;  // defined in gemma_cuda.c
+
+typedef struct GemmaCudaModel {
+  GemmaConfig config;
+  CudaContext *ctx;      // not owned: the caller creates and destroys it
+  size_t globals_numel;  // V*C + C
+  size_t layer_numel;    // GemmaLayerOffsets.numel
+  size_t num_params;     // globals_numel + L * layer_numel
+  bf16 *params;          // device (num_params) bf16 working weights
+  float *grads;          // device (num_params) fp32, NULL until gemma_cuda_alloc_grads
+  float embed_scale;     // sqrt(C) rounded to bf16, as HF does with bf16 weights
+  GemmaCudaActs *acts;   // forward/backward state, allocated for the largest B*T seen
+} GemmaCudaModel;
+
+// Allocates the device parameters (uninitialized: upload them next).
+int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err);
+void gemma_cuda_free(GemmaCudaModel *model);
+// Copies a CPU model's fp32 parameters (same config) into the bf16 device
+// weights, rounding to nearest even. Fails if the configs differ or a CPU
+// layer buffer is absent (freed by ZeRO-3).
+int gemma_cuda_upload_weights(GemmaCudaModel *model, const GemmaModel *cpu, FimiError *err);
+// Allocates (first call) and zeroes the fp32 gradients.
+int gemma_cuda_alloc_grads(GemmaCudaModel *model, FimiError *err);
+void gemma_cuda_zero_grads(GemmaCudaModel *model);
+// Device parameters of layer l (layer_numel) / the globals.
+bf16 *gemma_cuda_layer_params(GemmaCudaModel *model, int layer);
+// Offset of a tensor of the CPU tensor table inside params / grads.
+size_t gemma_cuda_tensor_offset(const GemmaCudaModel *model, const GemmaTensor *t);
+// Copies the fp32 gradients to host_flat (num_params floats, flat layout above).
+void gemma_cuda_download_grads(GemmaCudaModel *model, float *host_flat);
+
+// Forward over B sequences of length T, as gemma_forward: tokens (B, T) and
+// targets (B, T) on the HOST (validated there: token in [0, V), target in
+// [-1, V)); logprobs (B, T) host out (may be NULL: the log-probs stay on the
+// device, gemma_cuda_logprobs_device). Synchronizes the stream before
+// returning when logprobs is not NULL. Activations stay for the backward.
+int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                       FimiError *err);
+// Backward of sum(dlogprobs * logprobs) for the last forward, dlogprobs (B, T)
+// on the HOST; accumulates into the fp32 gradients (zero them first).
+// Asynchronous: cuda_context_sync or gemma_cuda_download_grads waits.
+int gemma_cuda_backward(GemmaCudaModel *model, const float *dlogprobs, FimiError *err);
+// Device views of the last forward: log-probs (B*T) fp32 and the final
+// norm's output (B*T, C) bf16, the LM head's input (for full logits with
+// lm_head_logits_cuda). NULL before the first forward.
+const float *gemma_cuda_logprobs_device(const GemmaCudaModel *model);
+const bf16 *gemma_cuda_final_hidden_device(const GemmaCudaModel *model);
+
+// KV cache for B sequences of up to `capacity` tokens, on the device.
+typedef struct GemmaCudaKVCache {
+  int batch;      // B
+  int capacity;   // S: max tokens per sequence
+  int *lengths;   // host (B): tokens currently cached per sequence
+  bf16 *k, *v;    // device (L, B, S, nkv, hd)
+  bf16 *scratch;  // device: one step's activations for up to B rows
+  float *logits;  // device (B, V) fp32: the last step's logits of the active rows
+  int *d_slots;   // device (2B + B): positions and token ids of the active rows, lengths (B) incl. the new token
+  int *h_slots;   // host (4B): ids, positions, token ids, new lengths (B)
+} GemmaCudaKVCache;
+
+int gemma_cuda_kv_cache_create(GemmaCudaKVCache *cache, const GemmaCudaModel *model, int batch, int capacity,
+                               FimiError *err);
+void gemma_cuda_kv_cache_free(GemmaCudaKVCache *cache);
+void gemma_cuda_kv_cache_reset(GemmaCudaKVCache *cache);
+// As gemma_decode_step: feeds one token per sequence (tokens (B), host),
+// active (B) host 0/1 flags or NULL (all). The active rows' next-token logits
+// (softcap applied) are left in cache->logits (B, V) on the device and, when
+// logits is not NULL, copied to the host array logits (B, V) (inactive rows
+// untouched). Fails, changing nothing, if a token is out of range or a
+// sequence's cache is full. Waits for the stream at the end (one step's
+// asynchronous errors are reported by that step).
+int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const int *tokens, const int *active,
+                           float *logits, FimiError *err);
+
+// gemma_generate on the GPU: decode steps on the device, logits copied to the
+// host each step and sampled there (model/decode.h generate_with), so the
+// sampling rules and RNG streams are those of the CPU path.
+int gemma_cuda_generate(GemmaCudaModel *model, const int *const *prompts, const int *prompt_lengths, int B,
+                        const GenerateOptions *opt, int *out_tokens, int *out_lengths, FimiError *err);
+
+#endif  // FIMI_HAVE_CUDA
+#endif
