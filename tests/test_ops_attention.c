@@ -6,6 +6,7 @@
 // L = sum(g * out) on the double reference. Decode: equals the last row of
 // attention_forward bitwise for per-sequence lengths, and never reads cache
 // rows past the length. Determinism: bitwise equal for 1 and 3 threads.
+#include <limits.h>
 #include <omp.h>
 #include <stdio.h>
 
@@ -204,6 +205,7 @@ int main(void) {
   check_attention(&rng, 2, 130, 2, 1, 64, 0, 2.0f, 0.125f);     // 3 key tiles, B > 1
   check_attention(&rng, 1, 150, 2, 2, 64, 70, 2.0f, 0.125f);    // window spanning tiles
   check_attention(&rng, 1, 45, 2, 1, 40, 0, 1.0f, 0.158f);      // head_dim not a multiple of the vector chunk
+  check_attention(&rng, 1, 70, 2, 1, 64, INT_MAX, 0.0f, 0.125f); // a window as large as int allows: no overflow
 
   int lengths_a[4] = {1, 7, 20, 13};
   check_decode(&rng, 4, 20, 4, 2, 64, 0, 0.0f, 0.125f, lengths_a);

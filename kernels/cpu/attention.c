@@ -483,8 +483,9 @@ static void attention_backward_dkdv(float *dk, float *dv, const float *dout, con
     float dkT[hd * ATTN_KEY_TILE], dvT[hd * ATTN_KEY_TILE];  // (hd, tile) this task's dk, dv, transposed
     memset(dkT, 0, sizeof(dkT));
     memset(dvT, 0, sizeof(dvT));
-    // the last query that sees key t1 is t1 + W - 1 under a window
-    int last_query = window > 0 ? min_int(T - 1, t1 + window - 1) : T - 1;
+    // the last query that sees key t1 is t1 + W - 1 under a window (compared
+    // as T - 1 - t1 < W so that a huge W cannot overflow)
+    int last_query = window > 0 && T - 1 - t1 >= window ? t1 + window - 1 : T - 1;
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
       const float *lse_row = lse + ((long)b * nh + h) * T;
       long q_head = (long)b * T * q_stride + (long)h * hd;  // offset of query row 0 of (b, h)

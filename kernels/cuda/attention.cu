@@ -61,9 +61,20 @@ __host__ __device__ __forceinline__ int first_visible_key(int i, int window) {
   return window > 0 ? (i - window + 1 > 0 ? i - window + 1 : 0) : 0;
 }
 
+// Last query (< T) that sees key j: j + window - 1 under a window, written so
+// that a huge window (INT_MAX as "no window") cannot overflow.
+__device__ __forceinline__ int last_seeing_query(int j, int T, int window) {
+  return window > 0 && window - 1 < T - 1 - j ? j + window - 1 : T - 1;
+}
+
+// B and the heads go into gridDim.y / .z (at most 65535): say so rather than
+// fail the launch with "invalid configuration argument".
 static void check_attention_shape(const char *op, int B, int T, int nh, int nkv, int hd) {
-  if (B < 0 || T < 0 || nh <= 0 || nkv <= 0 || nh % nkv != 0 || (hd != 64 && hd != 128 && hd != 256)) {
-    fprintf(stderr, "fimi: %s: unsupported shape B=%d T=%d nh=%d nkv=%d hd=%d (hd in {64,128,256}, nh %% nkv == 0)\n",
+  if (B < 0 || B > 65535 || T < 0 || nh <= 0 || nh > 65535 || nkv <= 0 || nh % nkv != 0 ||
+      (hd != 64 && hd != 128 && hd != 256)) {
+    fprintf(stderr,
+            "fimi: %s: unsupported shape B=%d T=%d nh=%d nkv=%d hd=%d (hd in {64,128,256}, nh %% nkv == 0, "
+            "B and nh <= 65535)\n",
             op, B, T, nh, nkv, hd);
     exit(EXIT_FAILURE);
   }
@@ -140,7 +151,7 @@ __global__ void attention_backward_dkdv_simple_kernel(bfloat *dk, bfloat *dv, co
   int group = nh / nkv;
   size_t kv_row = (((size_t)b * T + j) * nkv + kvh) * hd;
   float kd = bf16_to_float(k[kv_row + d]), vd = bf16_to_float(v[kv_row + d]);
-  int last_query = window > 0 ? min(T - 1, j + window - 1) : T - 1;
+  int last_query = last_seeing_query(j, T, window);
   float dk_acc = 0.0f, dv_acc = 0.0f, dcap;
   for (int h = kvh * group; h < (kvh + 1) * group; h++) {
     for (int i = j; i <= last_query; i++) {
@@ -552,7 +563,7 @@ __global__ void __launch_bounds__(ATT_THREADS, 1)
   warp_zero<BC, HD>(dk_acc);
   warp_zero<BC, HD>(dv_acc);
   // the last query that sees key j_last is j_last + W - 1 under a window
-  int last_query = window > 0 ? min(T - 1, j_last + window - 1) : T - 1;
+  int last_query = last_seeing_query(j_last, T, window);
   int qt_first = j0 / BR, qt_count = last_query / BR - qt_first + 1;
   int pairs = group * qt_count;  // (query head, query tile) pairs, head-major
   // Loads overlap compute: dO of a pair is copied while S = Q K^T runs, Q of
