@@ -7,6 +7,8 @@
 // Under mpirun with more than one rank (or with dist.zero3 = true) training
 // runs sharded: a ZeRO-3 TrainState (dist/zero3.h) and an objective whose
 // units are single rows (SFT) or pairs (DPO) (docs/training.md, "Across ranks").
+// --device cuda trains on one GPU (cmd/train_cuda.h; docs/training.md, "On
+// one GPU"); across ranks on GPUs is not built (it needs NCCL).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "cmd/cli.h"
+#include "cmd/train_cuda.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "dist/comm.h"
@@ -37,6 +40,8 @@ static void print_train_help(void) {
       "  ref_logp_chosen/ref_logp_rejected to the datasets when they lack them.\n"
       "  --dry-run validates the config, prints the plan and the ZeRO-3 memory per rank at a few world\n"
       "  sizes (from train.init's config.json; --unit-tokens N sets the tokens per row) and exits.\n"
+      "  --device cuda trains on GPU 0 (bf16 weights, fp32 master weights and AdamW state on the GPU;\n"
+      "  checkpoints are the CPU's format); one process only (no mpirun, no dist.zero3).\n"
       "  Keys and defaults: docs/training.md, docs/dpo.md.\n");
 }
 
@@ -73,6 +78,7 @@ typedef struct TrainSetup {
   char tokenizer_path[CHECKPOINT_PATH_MAX];
   int recompute;
   int zero3;  // dist.zero3
+  Device device;  // --device
   DpoConfig dpo;
   DpoMonitorConfig monitor;
   DpoReferenceKind reference;
@@ -304,7 +310,8 @@ static int reference_pass(TrainSetup *t, GemmaModel *model, Communicator *comm, 
   return rc;
 }
 
-static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, const Dataset *train,
+// gpu: the objective's model calls go to the GPU (NULL: the CPU model).
+static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, CudaTrainer *gpu, const Dataset *train,
                          const Dataset *eval, FimiError *err) {
   TrainObjective obj;
   SftObjective sft;
@@ -318,8 +325,10 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, co
     rc = dpo_objective_init(&dpo, &model->config, &t->dpo, &t->monitor, have_reference ? &reference : NULL, &obj,
                             err);
     use_dpo_hooks(t, &dpo);
+    if (rc == 0 && gpu) cuda_trainer_use_dpo(gpu, &dpo);
   } else if (rc == 0) {
     sft_objective_init(&sft, &model->config, &obj);
+    if (gpu) cuda_trainer_use_sft(gpu, &sft);
   }
   if (rc == 0) {
     TrainSummary summary;
@@ -531,14 +540,25 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
   if (rc == 0 && (train.kind != kind || (have_eval && eval.kind != kind)))
     rc = fimi_fail(err, "train.objective %s needs %s datasets (fimi data tokenize --kind %s)", t->objective,
                    dataset_kind_name(kind), dataset_kind_name(kind));
+  CudaTrainer *gpu = NULL;
   if (rc == 0 && comm) {
     rc = run_sharded(t, &model, comm, &train, have_eval ? &eval : NULL, err);
   } else {
-    if (rc == 0) rc = train_state_init(&state, &model, &t->adamw, &t->rules, err);
+    if (rc == 0 && t->device == DEVICE_CUDA) {
+      rc = cuda_trainer_create(&gpu, &model, &t->adamw, &t->rules, t->loop.rng_seed, &state, err);
+      if (rc == 0 && t->recompute)
+        log_warn("model.recompute is not built on the GPU: every layer keeps its activations");
+      if (rc == 0 && !strcmp(t->objective, "dpo") && t->reference == DPO_REFERENCE_MODEL)
+        log_warn("dpo.reference = model: the reference model runs on the CPU (slow); "
+                 "dpo.reference = precomputed computes it once instead");
+    } else if (rc == 0) {
+      rc = train_state_init(&state, &model, &t->adamw, &t->rules, err);
+    }
     state_ok = rc == 0;
-    if (rc == 0) rc = run_objective(t, &model, &state, &train, have_eval ? &eval : NULL, err);
+    if (rc == 0) rc = run_objective(t, &model, &state, gpu, &train, have_eval ? &eval : NULL, err);
   }
   if (state_ok) train_state_free(&state);
+  cuda_trainer_free(gpu);
   if (have_train) dataset_close(&train);
   if (have_eval) dataset_close(&eval);
   gemma_model_free(&model);
@@ -560,7 +580,11 @@ static int run_on_ranks(TrainSetup *setup, const Config *config, Communicator *w
   } else {
     Communicator *train = &roles.role_comm;
     int sharded = setup->zero3 || train->world > 1;
-    rc = run_training(setup, sharded ? train : NULL, err);
+    if (sharded && setup->device == DEVICE_CUDA)
+      rc = fimi_fail(err, "--device cuda trains on one GPU in one process: ZeRO-3 across %d train rank%s on GPUs "
+                     "needs NCCL, which is not built (run without mpirun, or --device cpu)",
+                     train->world, train->world > 1 ? "s" : "");
+    else rc = run_training(setup, sharded ? train : NULL, err);
   }
   // Env ranks leave when training is over; a failed train rank aborts all.
   FimiError barrier_err = {0};
@@ -593,16 +617,20 @@ int cmd_train(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   if (cli_load_config(&opts, &err) != 0) return cli_fail("train", &err);
-  if (device_require(opts.device, &err) != 0) return cli_fail("train", &err);
-  if (opts.device != DEVICE_CPU) {
-    fimi_fail(&err, "training runs on the CPU backend for now (--device cpu)");
+  // --device cuda: cmd/train_cuda.h checks the backend and the device.
+  if ((opts.device == DEVICE_CUDA ? cuda_trainer_available(&err) : device_require(opts.device, &err)) != 0)
     return cli_fail("train", &err);
-  }
   if (resume && config_set(&opts.config, "train", "out_dir", resume, "--resume", &err) != 0)
     return cli_fail("train", &err);
   TrainSetup setup;
   if (read_setup(&opts.config, &setup, &err) != 0) return cli_fail("train", &err);
   setup.loop.resume_dir = resume;
+  setup.device = opts.device;
+  if (setup.device == DEVICE_CUDA && setup.zero3) {
+    fimi_fail(&err, "--device cuda with dist.zero3 = true: ZeRO-3 on GPUs needs NCCL, which is not built "
+              "(set dist.zero3 = false to train on one GPU, or use --device cpu)");
+    return cli_fail("train", &err);
+  }
   if (dry_run) {
     print_plan(&setup);
     print_memory_plan(&setup, unit_tokens);

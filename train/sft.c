@@ -85,8 +85,10 @@ static int sft_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, cons
   size_t n = (size_t)b->B * b->T;
   float scale = (float)(weight / (double)b->loss_tokens);
   for (size_t i = 0; i < n; i++) b->dlogprobs[i] = -b->mask[i] * scale;
-  if (gemma_forward_backward(model, b->tokens, b->targets, b->B, b->T, b->dlogprobs, b->logprobs, err) != 0)
-    return -1;
+  int rc = sft->ops ? sft->ops->forward_backward(sft->ops->ctx, b->tokens, b->targets, b->B, b->T, b->dlogprobs,
+                                                 b->logprobs, err)
+                    : gemma_forward_backward(model, b->tokens, b->targets, b->B, b->T, b->dlogprobs, b->logprobs, err);
+  if (rc != 0) return -1;
   out->loss = sft_loss(b->logprobs, b->mask, n);
   return 0;
 }
@@ -97,7 +99,9 @@ static int sft_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, const
   SftBatch *b = &sft->batch;
   if (sft_batch_build(b, ds, rows, count, sft->pad_id, sft->max_len, err) != 0) return -1;
   if (b->loss_tokens == 0) return 0;
-  if (gemma_forward(model, b->tokens, b->targets, b->B, b->T, b->logprobs, err) != 0) return -1;
+  int rc = sft->ops ? sft->ops->forward(sft->ops->ctx, b->tokens, b->targets, b->B, b->T, b->logprobs, err)
+                    : gemma_forward(model, b->tokens, b->targets, b->B, b->T, b->logprobs, err);
+  if (rc != 0) return -1;
   size_t n = (size_t)b->B * b->T;
   *loss_sum += sft_loss(b->logprobs, b->mask, n) * (double)b->loss_tokens;
   *count_out += (double)b->loss_tokens;
@@ -115,3 +119,5 @@ void sft_objective_init(SftObjective *sft, const GemmaConfig *config, TrainObjec
 }
 
 void sft_objective_free(SftObjective *sft) { sft_batch_free(&sft->batch); }
+
+void sft_objective_set_model_ops(SftObjective *sft, const SftModelOps *ops) { sft->ops = ops; }

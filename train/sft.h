@@ -1,7 +1,8 @@
 // train/sft.h: the SFT objective: masked token cross-entropy, the mean of
 // -log p(token | prefix) over the tokens whose loss_mask is 1.
 // Defines SftBatch (one padded micro-batch), sft_batch_build, sft_loss,
-// SftObjective and sft_objective_init (a TrainObjective for train/loop.h).
+// SftObjective and sft_objective_init (a TrainObjective for train/loop.h),
+// SftModelOps (the model behind callbacks, e.g. on the GPU).
 //
 // Batches are right-padded, not packed: a micro-batch of B rows becomes
 // (B, T) inputs with T = (longest row) - 1; row r's inputs are ids[0..L-1),
@@ -40,14 +41,28 @@ void sft_batch_free(SftBatch *b);
 // -sum(mask * logprobs) / sum(mask), in double; 0 when nothing is masked in.
 double sft_loss(const float *logprobs, const float *mask, size_t n);
 
+// The model calls SFT makes, when they are not the loop's GemmaModel (a
+// model on the GPU: cmd/train_cuda.c). Same contracts as gemma_forward_backward
+// (log-probs out, gradients of sum(dlogprobs * logprobs) accumulated) and
+// gemma_forward; tokens, targets, dlogprobs and logprobs are host arrays.
+typedef struct SftModelOps {
+  int (*forward_backward)(void *ctx, const int *tokens, const int *targets, int B, int T, const float *dlogprobs,
+                          float *logprobs, FimiError *err);
+  int (*forward)(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs, FimiError *err);
+  void *ctx;
+} SftModelOps;
+
 typedef struct SftObjective {
   int pad_id;
   int max_len;
   SftBatch batch;
+  const SftModelOps *ops;  // NULL: the loop's GemmaModel
 } SftObjective;
 
 // pad_id: the model's pad token (any valid id: padding is never scored).
 void sft_objective_init(SftObjective *sft, const GemmaConfig *config, TrainObjective *out);
 void sft_objective_free(SftObjective *sft);
+// Runs the model through ops (borrowed) from now on (after sft_objective_init).
+void sft_objective_set_model_ops(SftObjective *sft, const SftModelOps *ops);
 
 #endif

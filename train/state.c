@@ -7,10 +7,8 @@
 
 #include "optim/clip.h"
 
-// AdamW ranges of one buffer (layer -1 = globals) from the tensor table,
-// adjacent tensors with the same decay merged into one range.
-static int buffer_ranges(const GemmaModel *m, int layer, const AdamWDecayRules *rules, AdamWRange **out, int *count,
-                         FimiError *err) {
+int train_state_buffer_ranges(const GemmaModel *m, int layer, const AdamWDecayRules *rules, AdamWRange **out,
+                              int *count, FimiError *err) {
   AdamWRange *ranges = fimi_calloc((size_t)m->num_tensors, sizeof *ranges, err);
   if (!ranges) return -1;
   int n = 0;
@@ -36,7 +34,7 @@ static int register_buffer(TrainState *s, const char *name, int layer, float *pa
                            const AdamWDecayRules *rules, FimiError *err) {
   AdamWRange *ranges = NULL;
   int count = 0;
-  if (buffer_ranges(s->model, layer, rules, &ranges, &count, err) != 0) return -1;
+  if (train_state_buffer_ranges(s->model, layer, rules, &ranges, &count, err) != 0) return -1;
   int rc = adamw_add_buffer(&s->opt, name, param, grad, numel, ranges, count, err);
   free(ranges);
   if (rc != 0) return -1;

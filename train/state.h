@@ -52,6 +52,12 @@ typedef struct TrainState {
   int rank, world;  // 0, 1 when replicated; only rank 0 writes files
 } TrainState;
 
+// AdamW ranges of one parameter buffer of m (layer -1 = globals, else the
+// layer) from the tensor table, adjacent tensors with the same decay
+// (adamw_name_decays) merged into one range; *out is malloc'ed. Shared by
+// every backend so that decay rules match (train/state_cuda.c).
+int train_state_buffer_ranges(const GemmaModel *m, int layer, const AdamWDecayRules *rules, AdamWRange **out,
+                              int *count, FimiError *err);
 // Allocates the model's gradients and registers its buffers with AdamW.
 int train_state_init(TrainState *s, GemmaModel *model, const AdamWConfig *config, const AdamWDecayRules *rules,
                      FimiError *err);

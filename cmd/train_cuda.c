@@ -1,0 +1,101 @@
+// cmd/train_cuda.c: `fimi train --device cuda`: see train_cuda.h.
+#include "cmd/train_cuda.h"
+
+#include <stdlib.h>
+
+#ifdef FIMI_HAVE_CUDA
+
+#include "kernels/cuda/ops_cuda.h"
+#include "kernels/device.h"
+#include "model/gemma_cuda.h"
+#include "train/state_cuda.h"
+
+struct CudaTrainer {
+  CudaContext *ctx;
+  GemmaCudaModel gpu;
+  CudaTrainState state;
+  SftModelOps sft_ops;
+  DpoModelOps dpo_ops;
+  int have_gpu, have_state;
+};
+
+int cuda_trainer_available(FimiError *err) {
+  if (cuda_device_count() <= 0) return fimi_fail(err, "--device cuda: no CUDA device is available on this machine");
+  return 0;
+}
+
+// SFT: forward then backward (the GPU model has no fused forward+backward;
+// the result is the same). Asynchronous errors surface at the step's sync.
+static int gpu_forward_backward(void *ctx, const int *tokens, const int *targets, int B, int T,
+                                const float *dlogprobs, float *logprobs, FimiError *err) {
+  CudaTrainer *t = ctx;
+  if (gemma_cuda_forward(&t->gpu, tokens, targets, B, T, logprobs, err) != 0) return -1;
+  return gemma_cuda_backward(&t->gpu, dlogprobs, err);
+}
+
+static int gpu_forward(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                       FimiError *err) {
+  return gemma_cuda_forward(&((CudaTrainer *)ctx)->gpu, tokens, targets, B, T, logprobs, err);
+}
+
+static int gpu_backward(void *ctx, const float *dlogprobs, FimiError *err) {
+  return gemma_cuda_backward(&((CudaTrainer *)ctx)->gpu, dlogprobs, err);
+}
+
+// One process: the sums are already the totals.
+static int gpu_all_reduce_sum(void *ctx, double *data, int count, FimiError *err) {
+  (void)ctx, (void)data, (void)count, (void)err;
+  return 0;
+}
+
+int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
+                        uint64_t seed, TrainState *state, FimiError *err) {
+  *out = NULL;
+  CudaTrainer *t = fimi_calloc(1, sizeof *t, err);
+  if (!t) return -1;
+  int rc = cuda_context_create(&t->ctx, 0, err);
+  if (rc == 0) rc = gemma_cuda_create(&t->gpu, &model->config, t->ctx, err);
+  t->have_gpu = rc == 0;
+  if (rc == 0) rc = cuda_train_state_init(&t->state, &t->gpu, model, adamw, rules, seed, err);
+  t->have_state = rc == 0;
+  if (rc != 0) {
+    cuda_trainer_free(t);
+    return fimi_fail_wrap(err, "--device cuda");
+  }
+  t->sft_ops = (SftModelOps){gpu_forward_backward, gpu_forward, t};
+  t->dpo_ops = (DpoModelOps){gpu_forward, gpu_backward, gpu_all_reduce_sum, t, 0, 1};
+  cuda_train_state_attach(state, &t->state);
+  *out = t;
+  return 0;
+}
+
+void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft) { sft_objective_set_model_ops(sft, &t->sft_ops); }
+
+void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo) { dpo_objective_set_model_ops(dpo, &t->dpo_ops); }
+
+void cuda_trainer_free(CudaTrainer *t) {
+  if (!t) return;
+  if (t->have_state) cuda_train_state_free(&t->state);
+  if (t->have_gpu) gemma_cuda_free(&t->gpu);
+  if (t->ctx) cuda_context_destroy(t->ctx);
+  free(t);
+}
+
+#else  // no CUDA backend
+
+int cuda_trainer_available(FimiError *err) {
+  return fimi_fail(err, "--device cuda: this fimi binary was built without CUDA (rebuild with nvcc installed)");
+}
+
+int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
+                        uint64_t seed, TrainState *state, FimiError *err) {
+  (void)model, (void)adamw, (void)rules, (void)seed, (void)state;
+  *out = NULL;
+  return cuda_trainer_available(err);
+}
+
+void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft) { (void)t, (void)sft; }
+void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo) { (void)t, (void)dpo; }
+void cuda_trainer_free(CudaTrainer *t) { (void)t; }
+
+#endif

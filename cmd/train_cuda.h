@@ -1,0 +1,32 @@
+// cmd/train_cuda.h: `fimi train --device cuda`: the glue between
+// cmd/cmd_train.c and the GPU: the model on GPU 0 (model/gemma_cuda.h), its
+// TrainState (train/state_cuda.h) and the SFT / DPO objectives' model
+// callbacks (SftModelOps, DpoModelOps with world 1). Defines CudaTrainer and
+// its functions; without the CUDA backend they fail with a clear message.
+#ifndef FIMI_CMD_TRAIN_CUDA_H
+#define FIMI_CMD_TRAIN_CUDA_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "dpo/objective.h"
+#include "model/gemma.h"
+#include "optim/adamw.h"
+#include "train/sft.h"
+#include "train/state.h"
+
+typedef struct CudaTrainer CudaTrainer;
+
+// 0 when this binary has the CUDA backend and a device is visible.
+int cuda_trainer_available(FimiError *err);
+// Uploads model (the loaded fp32 weights) to GPU 0 and makes *state a
+// TrainState on it (state->model = model: the checkpoint target).
+// seed: train.seed (the stochastic rounding of the bf16 weights).
+int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
+                        uint64_t seed, TrainState *state, FimiError *err);
+// Points an objective (after its init) at the GPU model.
+void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft);
+void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo);
+void cuda_trainer_free(CudaTrainer *t);  // NULL: nothing
+
+#endif
