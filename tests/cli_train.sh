@@ -88,8 +88,11 @@ fi
 checks=$((checks + 1))
 FIMI_TEST_SAVE_DELAY_MS=4000 train "$WORK/c" >"$WORK/c.log" 2>&1 &
 PID=$!
-for _ in $(seq 1 1200); do
+# Poll until the save of step 20 starts (or the run ends): a sanitizer build on
+# a loaded machine can take minutes to get there.
+for _ in $(seq 1 12000); do
   [ -d "$WORK/c/.tmp-step_000020" ] && break
+  kill -0 "$PID" 2>/dev/null || break
   sleep 0.05
 done
 if [ -d "$WORK/c/.tmp-step_000020" ]; then kill -9 "$PID"; else echo "FAIL: no save of step 20 seen"; failures=$((failures + 1)); fi
