@@ -60,6 +60,7 @@
 #include <string.h>
 
 #include "core/progress.h"
+#include "dpo/loss.h"
 #include "model/gemma.h"
 #include "model/gemma_cuda.h"
 #include "optim/adamw.h"
@@ -203,28 +204,24 @@ static void response_sums(const float *logprobs, const int *targets, int rows, i
   }
 }
 
-// -log sigmoid(x) and sigmoid(-x) without overflow (dpo/loss.c).
-static double neg_log_sigmoid(double x) { return x >= 0 ? log1p(exp(-x)) : -x + log1p(exp(x)); }
-static double sigmoid_of_neg(double x) {
-  if (x >= 0) {
-    double e = exp(-x);
-    return e / (1.0 + e);
-  }
-  return 1.0 / (1.0 + exp(x));
-}
-
-// The mean sigmoid DPO loss over the P pairs and dlogprobs (2P, T): each
-// response token gets d loss / d (its row's sum), prompt tokens 0.
+// The mean sigmoid DPO loss over the P pairs (dpo/loss.c's dpo_pair_loss,
+// beta BETA) and dlogprobs (2P, T): each response token gets d loss / d (its
+// row's sum), prompt tokens 0.
 static double dpo_loss_grad(const double *policy, const double *ref, const int *targets, int P, int T,
                             float *dlogprobs) {
+  DpoConfig config;
+  dpo_config_default(&config);
+  config.beta = BETA;
   double loss = 0;
   memset(dlogprobs, 0, (size_t)2 * P * T * sizeof(float));
   for (int i = 0; i < P; i++) {
-    double delta = (policy[2 * i] - ref[2 * i]) - (policy[2 * i + 1] - ref[2 * i + 1]);
-    loss += neg_log_sigmoid(BETA * delta) / P;
-    double dd = -BETA * sigmoid_of_neg(BETA * delta) / P;  // d loss / d delta
+    DpoPair pair = {policy[2 * i], policy[2 * i + 1], ref[2 * i], ref[2 * i + 1], T / 2, T / 2};
+    DpoPairResult res;
+    FimiError err = {0};
+    if (dpo_pair_loss(&config, &pair, &res, &err) != 0) return NAN;  // a non-finite log-prob
+    loss += res.loss / P;
     for (int k = 0; k < 2; k++) {
-      float g = (float)(k == 0 ? dd : -dd);
+      float g = (float)((k == 0 ? res.dpolicy_chosen : res.dpolicy_rejected) / P);
       size_t row = (size_t)(2 * i + k);
       for (int t = T - T / 2; t < T; t++)
         if (targets[row * T + t] >= 0) dlogprobs[row * T + t] = g;
