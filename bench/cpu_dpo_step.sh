@@ -14,6 +14,7 @@
 # (dist/zero3.h) for a unit of one pair of the longest rows.
 #
 # Usage: bench/cpu_dpo_step.sh BUILD_DIR [PRESET] [STEPS] [MICRO_BATCH] [VOCAB] [THREADS]
+# Env:   UNIT (default 1): dist.unit_size, pairs per ZeRO-3 forward/backward.
 set -euo pipefail
 build=${1:?usage: cpu_dpo_step.sh BUILD_DIR [PRESET] [STEPS] [MICRO_BATCH] [VOCAB] [THREADS]}
 preset=${2:-small-10m}
@@ -37,6 +38,7 @@ cd "$src"
 args=(train --config configs/tiny-cpu-dpo.ini --set train.init="$dir/init" --set data.train="$dir/train.h5"
       --set data.eval= --set train.save_every=0 --set train.eval_every=0 --set train.progress=false
       --set train.micro_batch="$micro" --set train.grad_accum=1)
+unit=${UNIT:-1}
 OMP_NUM_THREADS=$threads "$fimi" "${args[@]}" --set train.steps=1 --set train.out_dir="$dir/ref" >/dev/null
 # The longest pair row (prompt + longer response), for the formula's unit.
 longest=$("$fimi" data info "$dir/train.h5" | awk '/^  prompt/ {p=$NF} /^  (chosen|rejected)/ {if ($NF>r) r=$NF} END {print p+r-1}')
@@ -64,12 +66,12 @@ OMP_NUM_THREADS=$threads /usr/bin/time -f "peak_kib %M" -o "$dir/t.plain" \
   "$fimi" "${args[@]}" --set train.steps="$steps" --set train.out_dir="$dir/plain" >/dev/null
 summarize "plain (1 process)" "$dir/plain" "$dir/t.plain"
 OMP_NUM_THREADS=$threads /usr/bin/time -f "peak_kib %M" -o "$dir/t.z1" \
-  "$fimi" "${args[@]}" --set train.steps="$steps" --set train.out_dir="$dir/z1" --set dist.zero3=true >/dev/null
-summarize "ZeRO-3, world 1" "$dir/z1" "$dir/t.z1"
+  "$fimi" "${args[@]}" --set train.steps="$steps" --set train.out_dir="$dir/z1" --set dist.zero3=true --set dist.unit_size="$unit" >/dev/null
+summarize "ZeRO-3, world 1, unit $unit" "$dir/z1" "$dir/t.z1"
 half=$(( threads / 2 > 0 ? threads / 2 : 1 ))
 OMP_NUM_THREADS=$half mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS \
   bash -c '/usr/bin/time -f "peak_kib %M" -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$dir/t.np2" \
-  "$fimi" "${args[@]}" --set train.steps="$steps" --set train.out_dir="$dir/np2" >/dev/null
-summarize "ZeRO-3, world 2" "$dir/np2" "$dir/t.np2.0" "$dir/t.np2.1"
-echo "formula (fimi train --dry-run --unit-tokens $longest, one pair = $((2 * longest)) tokens):"
-"$fimi" "${args[@]}" --dry-run --unit-tokens "$longest" | grep -E "world +(1|2):"
+  "$fimi" "${args[@]}" --set train.steps="$steps" --set train.out_dir="$dir/np2" --set dist.unit_size="$unit" >/dev/null
+summarize "ZeRO-3, world 2, unit $unit" "$dir/np2" "$dir/t.np2.0" "$dir/t.np2.1"
+echo "formula (fimi train --dry-run --unit-tokens $((unit * longest)), $unit pair(s) = $((2 * unit * longest)) tokens):"
+"$fimi" "${args[@]}" --dry-run --unit-tokens "$((unit * longest))" | grep -E "world +(1|2):"

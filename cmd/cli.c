@@ -32,6 +32,9 @@ static const ConfigField dist_fields[] = {
     {"dist", "roles", CONFIG_STRING, "", "explicit role per rank, e.g. \"train*6,env*2\"; length = world size"},
     {"dist", "zero3", CONFIG_BOOL, "false",
      "fimi train shards the model ZeRO-3 style (dist/zero3.h) even at world 1; always on under mpirun with > 1 rank"},
+    {"dist", "unit_size", CONFIG_INT, "1",
+     "rows (sft) or pairs (dpo) per ZeRO-3 forward/backward call; results do not depend on the world size for a "
+     "given unit_size (docs/training.md)"},
 };
 
 // Training (train/loop.h, docs/training.md).

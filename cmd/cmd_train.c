@@ -6,7 +6,8 @@
 // config and prints the plan without loading the model or data.
 // Under mpirun with more than one rank (or with dist.zero3 = true) training
 // runs sharded: a ZeRO-3 TrainState (dist/zero3.h) and an objective whose
-// units are single rows (SFT) or pairs (DPO) (docs/training.md, "Across ranks").
+// units are dist.unit_size rows (SFT) or pairs (DPO) (docs/training.md,
+// "Across ranks").
 // --device cuda trains on one GPU (cmd/train_cuda.h; docs/training.md, "On
 // one GPU"); across ranks on GPUs is not built (it needs NCCL).
 #include <math.h>
@@ -78,6 +79,7 @@ typedef struct TrainSetup {
   char tokenizer_path[CHECKPOINT_PATH_MAX];
   int recompute;
   int zero3;  // dist.zero3
+  int64_t unit_size;  // dist.unit_size: rows (sft) or pairs (dpo) per ZeRO-3 call
   Device device;  // --device
   DpoConfig dpo;
   DpoMonitorConfig monitor;
@@ -143,8 +145,9 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
       config_get_float(c, "optim", "weight_decay", &t->adamw.weight_decay, err) ||
       config_get_bool(c, "optim", "decay_embeddings", &t->rules.decay_embeddings, err) ||
       config_get_bool(c, "model", "recompute", &t->recompute, err) ||
-      config_get_bool(c, "dist", "zero3", &t->zero3, err))
+      config_get_bool(c, "dist", "zero3", &t->zero3, err) || read_int(c, "dist", "unit_size", &t->unit_size, err))
     return -1;
+  if (t->unit_size < 1 || t->unit_size > 1 << 20) return fimi_fail(err, "dist.unit_size must be in [1, 1048576]");
   if (lr_schedule_kind_parse(schedule, &l->schedule.kind, err) != 0) return fimi_fail_wrap(err, "optim.schedule");
   if (seed < 0) return fimi_fail(err, "train.seed must be >= 0");
   if (!(warmup_ratio >= 0 && warmup_ratio < 1)) return fimi_fail(err, "optim.warmup_ratio must be in [0, 1)");
@@ -344,9 +347,10 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, Cu
 
 // ---- across ranks (ZeRO-3) ----------------------------------------------------------
 
-// The sharded objectives. THE UNIT RULE of dist/zero3.h: SFT units are one
-// row, DPO units one pair (dpo/objective.h, DpoModelOps): unit u of a
-// micro-batch goes to rank u % world as its call u / world; when the units do
+// The sharded objectives. THE UNIT RULE of dist/zero3.h: a unit is
+// dist.unit_size consecutive rows (SFT) or pairs (DPO: dpo/objective.h,
+// DpoModelOps) of the micro-batch (the last one may be shorter); unit u goes
+// to rank u % world as its call u / world; when the units do
 // not fill the last round, the ranks without one run a dummy unit (unit 0
 // with zero dlogprobs: it adds exact zeros). SFT dlogprobs are -mask * weight
 // / (loss tokens of the WHOLE micro-batch), as in train/sft.c, so the
@@ -355,7 +359,8 @@ typedef struct Sharded {
   Zero3 z;
   Communicator *comm;
   SftObjective sft;   // pad_id, max_len, and the whole micro-batch (for counts)
-  SftBatch unit;      // one row
+  SftBatch unit;      // one unit: unit_size rows
+  int64_t unit_size;  // dist.unit_size
   DpoObjective dpo;
   DpoModelOps dpo_ops;
   GemmaModel reference;  // dpo.reference = model: replicated on every rank
@@ -368,17 +373,19 @@ typedef struct Sharded {
 static int sharded_units(Sharded *s, const Dataset *ds, const int64_t *rows, int64_t count, int backward,
                          float scale, double *mask_logp, FimiError *err) {
   int world = s->comm->world, rank = s->comm->rank;
-  int64_t rounds = (count + world - 1) / world;
+  int64_t k = s->unit_size, units = (count + k - 1) / k;
+  int64_t rounds = (units + world - 1) / world;
   *mask_logp = 0;
   for (int64_t j = 0; j < rounds; j++) {
     int64_t u = j * world + rank;
-    int real = u < count;
-    if (sft_batch_build(&s->unit, ds, &rows[real ? u : 0], 1, s->sft.pad_id, s->sft.max_len, err) != 0) return -1;
+    int real = u < units;
+    int64_t first = real ? u * k : 0, rows_in = count - first < k ? count - first : k;
+    if (sft_batch_build(&s->unit, ds, &rows[first], rows_in, s->sft.pad_id, s->sft.max_len, err) != 0) return -1;
     SftBatch *b = &s->unit;
-    size_t n = (size_t)b->T;
+    size_t n = (size_t)b->B * (size_t)b->T;
     for (size_t i = 0; i < n; i++) b->dlogprobs[i] = real ? -b->mask[i] * scale : 0.0f;
-    int rc = backward ? zero3_forward_backward(&s->z, b->tokens, b->targets, 1, b->T, b->dlogprobs, b->logprobs, err)
-                      : zero3_forward(&s->z, b->tokens, b->targets, 1, b->T, b->logprobs, err);
+    int rc = backward ? zero3_forward_backward(&s->z, b->tokens, b->targets, b->B, b->T, b->dlogprobs, b->logprobs, err)
+                      : zero3_forward(&s->z, b->tokens, b->targets, b->B, b->T, b->logprobs, err);
     if (rc != 0) return fimi_fail_wrap(err, "rank %d, unit %lld", rank, (long long)u);
     if (real)
       for (size_t i = 0; i < n; i++) *mask_logp += (double)b->mask[i] * (double)b->logprobs[i];
@@ -477,7 +484,7 @@ static int sharded_objective(TrainSetup *t, GemmaModel *model, Sharded *s, Train
                          obj, err) != 0)
     return -1;
   s->dpo_ops = (DpoModelOps){sharded_forward, sharded_backward, sharded_all_reduce_sum, s, s->comm->rank,
-                             s->comm->world};
+                             s->comm->world, (int)s->unit_size};
   dpo_objective_set_model_ops(&s->dpo, &s->dpo_ops);
   use_dpo_hooks(t, &s->dpo);
   return 0;
@@ -488,6 +495,7 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
   Sharded *s = fimi_calloc(1, sizeof *s, err);
   if (!s) return -1;
   s->comm = comm;
+  s->unit_size = t->unit_size;
   Zero3Config zc;
   zero3_config_default(&zc);
   zc.adamw = t->adamw;

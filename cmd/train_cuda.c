@@ -63,7 +63,8 @@ int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig 
     return fimi_fail_wrap(err, "--device cuda");
   }
   t->sft_ops = (SftModelOps){gpu_forward_backward, gpu_forward, t};
-  t->dpo_ops = (DpoModelOps){gpu_forward, gpu_backward, gpu_all_reduce_sum, t, 0, 1};
+  // One GPU: the whole micro-batch in one call (as the CPU's plain path).
+  t->dpo_ops = (DpoModelOps){gpu_forward, gpu_backward, gpu_all_reduce_sum, t, 0, 1, 1 << 30};
   cuda_train_state_attach(state, &t->state);
   *out = t;
   return 0;

@@ -192,34 +192,38 @@ static void fill_dlogprobs(DpoObjective *d) {
 
 // ---- across ranks: one pair per unit (DpoModelOps) ------------------------------
 
-// Runs this rank's pairs of rows[0..count): forward, loss, and (backward)
-// the backward with the loss scaled by scale. Adds the real pairs' sums to
-// *sums; *bad counts pairs with a non-finite log-prob (their gradients are
-// zeroed, and the caller reports a NaN loss so that the step is skipped).
+// Runs this rank's units of rows[0..count) (ops->unit pairs each): forward,
+// loss, and (backward) the backward with the loss scaled by scale. Adds the
+// real units' sums to *sums; *bad counts pairs of units with a non-finite
+// log-prob (their gradients are zeroed, and the caller reports a NaN loss so
+// that the step is skipped).
 static int run_units(DpoObjective *d, const Dataset *ds, const int64_t *rows, int64_t count, int backward,
                      double scale, DpoSums *sums, double *bad, FimiError *err) {
   const DpoModelOps *ops = d->ops;
-  int64_t rounds = (count + ops->world - 1) / ops->world;
+  int64_t k = ops->unit > 0 ? ops->unit : 1, units = (count + k - 1) / k;
+  int64_t rounds = (units + ops->world - 1) / ops->world;
   for (int64_t j = 0; j < rounds; j++) {
     int64_t u = j * ops->world + ops->rank;
-    int real = u < count;
-    if (forward_pairs(d, NULL, ds, &rows[real ? u : 0], 1, err) != 0)
-      return fimi_fail_wrap(err, "rank %d, pair %lld", ops->rank, (long long)u);
+    int real = u < units;
+    int64_t first = real ? u * k : 0, n = count - first < k ? count - first : k;
+    if (forward_pairs(d, NULL, ds, &rows[first], n, err) != 0)
+      return fimi_fail_wrap(err, "rank %d, unit %lld", ops->rank, (long long)u);
     DpoSums unit;
     dpo_sums_clear(&unit);
-    int finite = dpo_batch_loss(&d->config, d->pairs, 1, real ? scale : 0.0, d->dchosen, d->drejected, &unit, err) == 0;
+    int finite =
+        dpo_batch_loss(&d->config, d->pairs, (int)n, real ? scale : 0.0, d->dchosen, d->drejected, &unit, err) == 0;
     if (!finite) {
       log_warn("DPO: %s", err->message);
       memset(err, 0, sizeof *err);
-      d->dchosen[0] = d->drejected[0] = 0.0;
-      *bad += real;
+      for (int64_t i = 0; i < n; i++) d->dchosen[i] = d->drejected[i] = 0.0;
+      *bad += real ? (double)n : 0.0;
     }
     if (real && finite)
-      for (int k = 0; k < DPO_SUM_COUNT; k++) sums->v[k] += unit.v[k];
+      for (int m = 0; m < DPO_SUM_COUNT; m++) sums->v[m] += unit.v[m];
     if (!backward) continue;
     fill_dlogprobs(d);
     if (ops->backward(ops->ctx, d->batch.dlogprobs, err) != 0)
-      return fimi_fail_wrap(err, "rank %d, pair %lld", ops->rank, (long long)u);
+      return fimi_fail_wrap(err, "rank %d, unit %lld", ops->rank, (long long)u);
   }
   return 0;
 }
@@ -241,7 +245,6 @@ static int sharded_train_batch(DpoObjective *d, const Dataset *ds, const int64_t
   if (dpo_batch_build(&d->batch, ds, rows, count, d->pad_id, d->max_len, err) != 0) return -1;
   out->tokens = d->batch.tokens_real;
   out->loss_tokens = d->batch.loss_tokens;
-  if (grow_pairs(d, 1, err) != 0) return -1;
   DpoSums sums;
   dpo_sums_clear(&sums);
   double bad = 0;
@@ -260,7 +263,6 @@ static int sharded_train_batch(DpoObjective *d, const Dataset *ds, const int64_t
 
 static int sharded_eval_batch(DpoObjective *d, const Dataset *ds, const int64_t *rows, int64_t count,
                               double *loss_sum, double *count_out, FimiError *err) {
-  if (grow_pairs(d, 1, err) != 0) return -1;
   DpoSums sums;
   dpo_sums_clear(&sums);
   double bad = 0;

@@ -51,10 +51,11 @@ typedef enum { DPO_REFERENCE_PRECOMPUTED = 0, DPO_REFERENCE_MODEL = 1 } DpoRefer
 int dpo_reference_kind_parse(const char *name, DpoReferenceKind *out, FimiError *err);
 
 // The policy-model calls DPO makes, when they are not the loop's GemmaModel:
-// a ZeRO-3 model across ranks (cmd/cmd_train.c). Pairs are then the units of
-// dist/zero3.h: pair u of a micro-batch is forwarded and backwarded on rank
-// u % world, one pair per call (ranks left without a pair in the last round
-// run pair 0 with zero gradients), and the loss sums are all-reduced.
+// a ZeRO-3 model across ranks (cmd/cmd_train.c) or a GPU. The micro-batch's
+// pairs are then cut into units of `unit` pairs (dist/zero3.h's units): unit
+// u is forwarded and backwarded on rank u % world in one call (ranks left
+// without a unit in the last round run unit 0 with zero gradients), and the
+// loss sums are all-reduced.
 typedef struct DpoModelOps {
   int (*forward)(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs, FimiError *err);
   int (*backward)(void *ctx, const float *dlogprobs, FimiError *err);
@@ -62,6 +63,7 @@ typedef struct DpoModelOps {
   int (*all_reduce_sum)(void *ctx, double *data, int count, FimiError *err);
   void *ctx;
   int rank, world;
+  int unit;  // pairs per call, >= 1
 } DpoModelOps;
 
 typedef struct DpoObjective {

@@ -6,7 +6,8 @@
 # micro-batch: dummy units); checks per-step losses, the DPO metrics and eval
 # losses agree with the plain run within 1e-5 (relative) and the final
 # weights within 1e-5. Also: the reference pass across ranks (rank 0 writes
-# the datasets' ref_logp_*; a fresh copy without them), dpo.reference = model
+# the datasets' ref_logp_*; a fresh copy without them), units of 3 pairs
+# (dist.unit_size) at -np 2, dpo.reference = model
 # at -np 2 (same first step as precomputed), and stop + resume at -np 2 equal
 # to the straight run bitwise. Usage: dpo_world_test.sh PATH/TO/fimi
 set -uo pipefail
@@ -43,6 +44,8 @@ for np in 2 3; do
     --set train.out_dir="$WORK/np$np"
   expect_true "-np $np: ZeRO-3 reported" grep -q "ZeRO-3 across $np ranks" "$WORK/out"
 done
+expect_ok "-np 2, units of 3 pairs" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" --set data.train="$D/train.h5" \
+  --set train.out_dir="$WORK/np2u3" --set dist.unit_size=3
 cp "$D/train-noref.h5" "$D/train-np2ref.h5"
 expect_ok "-np 2 runs the reference pass itself" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" \
   --set data.train="$D/train-np2ref.h5" --set train.out_dir="$WORK/np2ref"
@@ -66,7 +69,7 @@ ref = rows("plain")
 assert abs(ref[0]["loss"] - np.log(2)) < 1e-6, ref[0]  # step 1: policy == reference
 assert ref[-1]["loss"] < 0.5 * ref[0]["loss"], [x["loss"] for x in ref]  # it learns
 w_ref = load_file(os.path.join(work, "plain", "step_000012", "model.safetensors"))
-for run in ["np1", "np2", "np3", "np2ref"]:
+for run in ["np1", "np2", "np3", "np2ref", "np2u3"]:
     worst_metric = 0.0
     for a, b in zip(rows(run), ref):
         for k in keys:

@@ -43,6 +43,14 @@ for np in 1 2 4; do
   if [ "$np" -gt 1 ]; then expect_true "-np $np: ZeRO-3 reported" grep -q "ZeRO-3 across $np ranks" "$WORK/out"; fi
 done
 
+# Units of 2 rows (dist.unit_size): world 1 and 2 bitwise equal to each other.
+expect_ok "-np 1, dist.zero3, unit_size 2" "$MPIEXEC" --oversubscribe -np 1 "$FIMI" "${ARGS[@]}" \
+  --set train.out_dir="$WORK/np1u2" --set dist.zero3=true --set dist.unit_size=2
+expect_ok "-np 2, unit_size 2" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${ARGS[@]}" \
+  --set train.out_dir="$WORK/np2u2" --set dist.unit_size=2
+expect_true "unit_size 2: world 1 and 2 give the same weights, bitwise" \
+  cmp "$WORK/np1u2/step_000020/model.safetensors" "$WORK/np2u2/step_000020/model.safetensors"
+
 cat >"$WORK/compare.py" <<'PYEOF'
 import json, sys, os
 import numpy as np
@@ -55,7 +63,7 @@ def losses(run):
 ref, ref_eval, ref_tok = losses("plain")
 assert ref[0] - ref[-1] > 1.0, ref  # it learns
 w_ref = load_file(os.path.join(work, "plain", "step_000020", "model.safetensors"))
-for run in ["z1", "np1", "np2", "np4"]:
+for run in ["z1", "np1", "np2", "np4", "np1u2", "np2u2"]:
     l, ev, tok = losses(run)
     rel = np.max(np.abs(l - ref) / np.abs(ref))
     assert rel <= 1e-5, (run, rel, l, ref)
