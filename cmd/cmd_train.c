@@ -625,9 +625,7 @@ int cmd_train(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   if (cli_load_config(&opts, &err) != 0) return cli_fail("train", &err);
-  // --device cuda: cmd/train_cuda.h checks the backend and the device.
-  if ((opts.device == DEVICE_CUDA ? cuda_trainer_available(&err) : device_require(opts.device, &err)) != 0)
-    return cli_fail("train", &err);
+  if (device_require(opts.device, &err) != 0) return cli_fail("train", &err);
   if (resume && config_set(&opts.config, "train", "out_dir", resume, "--resume", &err) != 0)
     return cli_fail("train", &err);
   TrainSetup setup;

@@ -3,10 +3,11 @@
 
 #include <stdlib.h>
 
+#include "kernels/device.h"
+
 #ifdef FIMI_HAVE_CUDA
 
 #include "kernels/cuda/ops_cuda.h"
-#include "kernels/device.h"
 #include "model/gemma_cuda.h"
 #include "train/state_cuda.h"
 
@@ -18,11 +19,6 @@ struct CudaTrainer {
   DpoModelOps dpo_ops;
   int have_gpu, have_state;
 };
-
-int cuda_trainer_available(FimiError *err) {
-  if (cuda_device_count() <= 0) return fimi_fail(err, "--device cuda: no CUDA device is available on this machine");
-  return 0;
-}
 
 // SFT: forward then backward (the GPU model has no fused forward+backward;
 // the result is the same). Asynchronous errors surface at the step's sync.
@@ -84,15 +80,11 @@ void cuda_trainer_free(CudaTrainer *t) {
 
 #else  // no CUDA backend
 
-int cuda_trainer_available(FimiError *err) {
-  return fimi_fail(err, "--device cuda: this fimi binary was built without CUDA (rebuild with nvcc installed)");
-}
-
 int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
                         uint64_t seed, TrainState *state, FimiError *err) {
   (void)model, (void)adamw, (void)rules, (void)seed, (void)state;
   *out = NULL;
-  return cuda_trainer_available(err);
+  return device_require(DEVICE_CUDA, err);  // says "built without CUDA"
 }
 
 void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft) { (void)t, (void)sft; }

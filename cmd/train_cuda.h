@@ -17,8 +17,6 @@
 
 typedef struct CudaTrainer CudaTrainer;
 
-// 0 when this binary has the CUDA backend and a device is visible.
-int cuda_trainer_available(FimiError *err);
 // Uploads model (the loaded fp32 weights) to GPU 0 and makes *state a
 // TrainState on it (state->model = model: the checkpoint target).
 // seed: train.seed (the stochastic rounding of the bf16 weights).
