@@ -11,27 +11,9 @@
 // a device, like the tests.
 #include <cuda_runtime.h>
 
-// gpu_test.h defines its helpers as plain static functions; a benchmark uses
-// only some of them.
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/gpu/gpu_test.h"
-
 #define BENCH_NAME "bench_gpu_ceilings"
-
-static void bench_check(cudaError_t status, const char *what) {
-  if (status != cudaSuccess) {
-    fprintf(stderr, BENCH_NAME ": %s: %s\n", what, cudaGetErrorString(status));
-    exit(1);
-  }
-}
-
-static void bench_sync(CudaContext *ctx, const char *what) {
-  FimiError err = {0};
-  if (cuda_context_sync(ctx, &err) != 0) {
-    fprintf(stderr, BENCH_NAME ": %s: %s\n", what, err.message);
-    exit(1);
-  }
-}
+#include "bench/gpu/bench_gpu.h"
+#include "tests/gpu/gpu_test.h"
 
 static void bench_gemm(CudaContext *ctx) {
   const int n = 8192;  // M = N = K

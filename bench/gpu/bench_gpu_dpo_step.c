@@ -65,6 +65,7 @@
 #include "model/gemma_cuda.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"
+#include "bench/gpu/bench_gpu.h"
 #include "tests/gpu/gpu_test.h"
 #include "train/state.h"
 #include "train/state_cuda.h"
@@ -77,20 +78,6 @@
 #define MIN_T 256
 
 static const char *NAME = "bench_gpu_dpo_step";
-
-// Model FLOPs per token of forward + backward at sequence length T: 6 per
-// parameter plus attention (12 * nh * hd per key seen), as bench_gpu_model.c.
-static double flops_per_token(const GemmaConfig *cfg, int T) {
-  double attn = 0;
-  for (int l = 0; l < cfg->num_hidden_layers; l++) {
-    GemmaAttnSpec spec;
-    gemma_attn_spec(cfg, l, &spec);
-    double keys = 0;
-    for (int t = 0; t < T; t++) keys += spec.window > 0 && t + 1 > spec.window ? spec.window : t + 1;
-    attn += 12.0 * cfg->num_attention_heads * cfg->head_dim * keys / T;
-  }
-  return 6.0 * (double)gemma_config_param_count(cfg) + attn;
-}
 
 // Device bytes of the activations at N rows: model/gemma_cuda.c's
 // carve_forward (kept for the backward) + carve_backward (scratch).
@@ -284,7 +271,7 @@ static int bench(CudaContext *ctx, GpuRun *r, const char *preset, int P, int T, 
 
   double step_ms = total_s * 1e3 / STEPS;
   double tok_s = (double)N / (total_s / STEPS), pairs_s = P / (total_s / STEPS);
-  double fpt = flops_per_token(cfg, T);
+  double fpt = train_flops_per_token(cfg, T);
   char shape[192];
   snprintf(shape, sizeof shape, "%s P%d T%d: %.0f tok/s %.2f pairs/s", preset, P, T, tok_s, pairs_s);
   gpu_report("dpo_step", shape, -1, 0, step_ms, tok_s * fpt / 1e12, 0);

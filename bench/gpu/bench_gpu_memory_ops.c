@@ -19,12 +19,10 @@
 // Usage: bench_gpu_memory_ops [substring]  (only the ops whose name contains it)
 #include <cuda_runtime.h>
 
-// gpu_test.h defines its helpers as plain static functions; a benchmark uses
-// only some of them.
-#pragma GCC diagnostic ignored "-Wunused-function"
+#define BENCH_NAME "bench_gpu_memory_ops"
+#include "bench/gpu/bench_gpu.h"
 #include "tests/gpu/gpu_test.h"
 
-#define BENCH_NAME "bench_gpu_memory_ops"
 #define MAX_SETS 16
 
 static const int T = 4096;         // tokens of one micro-batch
@@ -37,21 +35,6 @@ static const char *only = NULL;  // argv[1]
 static size_t l2_bytes = 0;
 
 static int wanted(const char *op) { return only == NULL || strstr(op, only) != NULL; }
-
-static void bench_check(cudaError_t status, const char *what) {
-  if (status != cudaSuccess) {
-    fprintf(stderr, BENCH_NAME ": %s: %s\n", what, cudaGetErrorString(status));
-    exit(1);
-  }
-}
-
-static void bench_sync(CudaContext *ctx, const char *what) {
-  FimiError err = {0};
-  if (cuda_context_sync(ctx, &err) != 0) {
-    fprintf(stderr, BENCH_NAME ": %s: %s\n", what, err.message);
-    exit(1);
-  }
-}
 
 // How many copies of a working set of `bytes` to cycle through so that one
 // pass touches at least 4x the L2 (1 when the set alone is that large).

@@ -26,22 +26,10 @@
 #include <string.h>
 
 #include "model/gemma_cuda.h"
+#include "bench/gpu/bench_gpu.h"
 #include "tests/gpu/gpu_test.h"
 
 #define H200_BF16_PEAK 989e12
-
-// Model FLOPs per token of forward + backward at sequence length T (see top).
-static double flops_per_token(const GemmaConfig *cfg, int T) {
-  double attn = 0;
-  for (int l = 0; l < cfg->num_hidden_layers; l++) {
-    GemmaAttnSpec spec;
-    gemma_attn_spec(cfg, l, &spec);
-    double keys = 0;
-    for (int t = 0; t < T; t++) keys += spec.window > 0 && t + 1 > spec.window ? spec.window : t + 1;
-    attn += 12.0 * cfg->num_attention_heads * cfg->head_dim * keys / T;
-  }
-  return 6.0 * (double)gemma_config_param_count(cfg) + attn;
-}
 
 // Fills the device weights with a repeated random bf16 block.
 static void fill_random_weights(CudaContext *ctx, GemmaCudaModel *m) {
@@ -102,7 +90,7 @@ static int bench(CudaContext *ctx, GemmaCudaModel *m, const char *preset, int B,
     printf("%s B%d T%d: %s\n", preset, B, T, err.message);
     goto done;
   }
-  double fpt = flops_per_token(cfg, T);
+  double fpt = train_flops_per_token(cfg, T);
   double tok_s = N / (step_ms * 1e-3), mfu = tok_s * fpt / H200_BF16_PEAK;
   char shape[128];
   snprintf(shape, sizeof shape, "%s B%d T%d", preset, B, T);

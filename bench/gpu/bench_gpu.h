@@ -1,0 +1,48 @@
+// bench/gpu/bench_gpu.h: what the GPU benchmarks share. Defines bench_check
+// and bench_sync (stop with the benchmark's name and the CUDA message; the
+// including file defines BENCH_NAME first) and train_flops_per_token (the
+// model FLOPs per token of one forward + backward, for TFLOP/s and MFU).
+#ifndef FIMI_BENCH_GPU_H
+#define FIMI_BENCH_GPU_H
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/ops_cuda.h"
+#include "model/gemma.h"
+#include "model/gemma_config.h"
+
+#ifdef BENCH_NAME
+static inline void bench_check(cudaError_t status, const char *what) {
+  if (status != cudaSuccess) {
+    fprintf(stderr, BENCH_NAME ": %s: %s\n", what, cudaGetErrorString(status));
+    exit(1);
+  }
+}
+
+static inline void bench_sync(CudaContext *ctx, const char *what) {
+  FimiError err = {0};
+  if (cuda_context_sync(ctx, &err) != 0) {
+    fprintf(stderr, BENCH_NAME ": %s: %s\n", what, err.message);
+    exit(1);
+  }
+}
+#endif
+
+// 6 per parameter (forward 2 + backward 4) plus attention: 12 * nh * hd per
+// key a query sees (QK^T and PV, forward and backward), averaged over the T
+// positions of a sequence (causal, or capped by the layer's window).
+static inline double train_flops_per_token(const GemmaConfig *cfg, int T) {
+  double attn = 0;
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaAttnSpec spec;
+    gemma_attn_spec(cfg, l, &spec);
+    double keys = 0;
+    for (int t = 0; t < T; t++) keys += spec.window > 0 && t + 1 > spec.window ? spec.window : t + 1;
+    attn += 12.0 * cfg->num_attention_heads * cfg->head_dim * keys / T;
+  }
+  return 6.0 * (double)gemma_config_param_count(cfg) + attn;
+}
+
+#endif
