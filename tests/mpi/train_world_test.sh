@@ -13,16 +13,8 @@
 set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
-source "$SRC/tests/lib_cli.sh"
-MPIEXEC="${FIMI_MPIEXEC:-mpirun}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$SRC/tests/mpi/lsan-openmpi.supp"
-PY="$SRC/.venv/bin/python"
-"$PY" -c "import safetensors, numpy" 2>/dev/null || PY=python3
+source "$SRC/tests/mpi/lib_mpi_train.sh"
 CONFIG="$SRC/configs/tiny-cpu-sft.ini"
-D="$WORK/data"
-mkdir -p "$D"
 # micro_batch 6 does not divide by 4 ranks: the last round has dummy units.
 ARGS=(train --config "$CONFIG" --set train.init="$D/init" --set data.train="$D/train.h5" --set data.eval="$D/eval.h5"
       --set train.progress=false --set train.steps=20 --set train.save_every=0 --set train.eval_every=10
