@@ -26,6 +26,13 @@ static const ConfigField generate_fields[] = {
     {"generate", "seed", CONFIG_INT, "0", "sampling seed"},
 };
 
+// The CUDA backend (--device cuda, docs/kernels-cuda.md).
+static const ConfigField cuda_fields[] = {
+    {"cuda", "attention", CONFIG_STRING, "fimi",
+     "attention kernels of fimi train --device cuda: fimi (hand-written) or cudnn (cuDNN's fused SDPA, a speed and "
+     "correctness reference; no softcap)"},
+};
+
 // Rank roles (dist/roles.h, docs/distributed.md): set at most one of the two.
 static const ConfigField dist_fields[] = {
     {"dist", "env_ranks", CONFIG_INT, "0", "the last N ranks are env ranks (CPU only); the rest train"},
@@ -159,6 +166,7 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
     return -1;
   if (config_add_fields(&opts->config, dist_fields, sizeof dist_fields / sizeof dist_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, train_fields, sizeof train_fields / sizeof train_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, cuda_fields, sizeof cuda_fields / sizeof cuda_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, optim_fields, sizeof optim_fields / sizeof optim_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, data_fields, sizeof data_fields / sizeof data_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, dpo_fields, sizeof dpo_fields / sizeof dpo_fields[0], err) != 0) return -1;

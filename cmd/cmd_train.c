@@ -78,6 +78,7 @@ typedef struct TrainSetup {
   const char *init_dir, *train_path, *eval_path, *objective;
   char tokenizer_path[CHECKPOINT_PATH_MAX];
   int recompute;
+  const char *cuda_attention;  // cuda.attention: "fimi" or "cudnn"
   int zero3;  // dist.zero3
   int64_t unit_size;  // dist.unit_size: rows (sft) or pairs (dpo) per ZeRO-3 call
   Device device;  // --device
@@ -124,8 +125,11 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
       !(t->objective = config_get_string(c, "train", "objective", err)) ||
       !(t->train_path = config_get_string(c, "data", "train", err)) ||
       !(t->eval_path = config_get_string(c, "data", "eval", err)) ||
-      !(schedule = config_get_string(c, "optim", "schedule", err)))
+      !(schedule = config_get_string(c, "optim", "schedule", err)) ||
+      !(t->cuda_attention = config_get_string(c, "cuda", "attention", err)))
     return -1;
+  if (strcmp(t->cuda_attention, "fimi") != 0 && strcmp(t->cuda_attention, "cudnn") != 0)
+    return fimi_fail(err, "cuda.attention: unknown value '%s' (expected fimi or cudnn)", t->cuda_attention);
   if (read_int(c, "train", "steps", &l->steps, err) || read_int(c, "train", "micro_batch", &l->micro_batch, err) ||
       read_int(c, "train", "grad_accum", &l->grad_accum, err) ||
       config_get_float(c, "train", "max_grad_norm", &l->max_grad_norm, err) ||
@@ -553,7 +557,7 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
     rc = run_sharded(t, &model, comm, &train, have_eval ? &eval : NULL, err);
   } else {
     if (rc == 0 && t->device == DEVICE_CUDA) {
-      rc = cuda_trainer_create(&gpu, &model, &t->adamw, &t->rules, t->loop.rng_seed, &state, err);
+      rc = cuda_trainer_create(&gpu, &model, &t->adamw, &t->rules, t->loop.rng_seed, t->cuda_attention, &state, err);
       if (rc == 0 && t->recompute)
         log_warn("model.recompute is not built on the GPU: every layer keeps its activations");
       if (rc == 0 && !strcmp(t->objective, "dpo") && t->reference == DPO_REFERENCE_MODEL)

@@ -25,6 +25,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The optional cuDNN attention path (kernels/cuda/attention_cudnn.cpp) is
+# written against NVIDIA's header-only cuDNN frontend, which is published on
+# PyPI, not in Debian. With nvcc present, its headers (only) are fetched into
+# .deps/ at a pinned version; without them the path builds as a stub that says
+# so. Not fatal: the rest of fimi does not need them.
+CUDNN_FRONTEND_VERSION=1.32.0
+CUDNN_FRONTEND_DIR="$FIMI_ROOT/.deps/cudnn-frontend-$CUDNN_FRONTEND_VERSION"
+if { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } &&
+   [ ! -f "$CUDNN_FRONTEND_DIR/include/cudnn_frontend.h" ]; then
+  bash "$FIMI_ROOT/launch/fetch-cudnn-frontend.sh" "$CUDNN_FRONTEND_VERSION" "$CUDNN_FRONTEND_DIR" ||
+    echo "warning: cuDNN frontend headers not fetched; cuda.attention = cudnn will be unavailable" >&2
+fi
+
 if [ "${1:-}" = "--python" ]; then
   if [ ! -x "$FIMI_ROOT/.venv/bin/python" ]; then
     python3 -m venv "$FIMI_ROOT/.venv"

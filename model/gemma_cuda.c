@@ -224,6 +224,22 @@ int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext
   return 0;
 }
 
+int gemma_cuda_set_attention(GemmaCudaModel *model, const char *name, FimiError *err) {
+  if (strcmp(name, "fimi") == 0) {
+    model->attention = GEMMA_CUDA_ATTENTION_FIMI;
+    return 0;
+  }
+  if (strcmp(name, "cudnn") != 0)
+    return fimi_fail(err, "cuda.attention: unknown value '%s' (expected fimi or cudnn)", name);
+  const GemmaConfig *cfg = &model->config;
+  if (cfg->attn_logit_softcapping > 0.0)
+    return fimi_fail(err, "cuda.attention = cudnn: this model has attn_logit_softcapping %g, which cuDNN's attention "
+                          "cannot apply; use cuda.attention = fimi",
+                     cfg->attn_logit_softcapping);
+  model->attention = GEMMA_CUDA_ATTENTION_CUDNN;
+  return 0;
+}
+
 void gemma_cuda_free(GemmaCudaModel *model) {
   if (!model) return;
   acts_free(model);
@@ -297,8 +313,8 @@ const bf16 *gemma_cuda_final_hidden_device(const GemmaCudaModel *model) {
 // One decoder layer: h_out = layer(h_in) with device parameters w
 // (layer_numel), saving internals into a. Same ops in the same order as
 // layer_forward in gemma.c.
-static void layer_forward(GemmaCudaModel *model, int l, const bf16 *w, CudaLayerActs *a, const bf16 *h_in,
-                          bf16 *h_out, int B, int T) {
+static int layer_forward(GemmaCudaModel *model, int l, const bf16 *w, CudaLayerActs *a, const bf16 *h_in,
+                         bf16 *h_out, int B, int T, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
   int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
@@ -323,8 +339,14 @@ static void layer_forward(GemmaCudaModel *model, int l, const bf16 *w, CudaLayer
   }
   rope_forward_cuda(ctx, a->q, a->q, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
   rope_forward_cuda(ctx, a->k, a->k, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
-  attention_forward_cuda(ctx, a->att, a->att_lse, a->q, a->k, a->v, B, T, nh, nkv, hd, spec.window, spec.softcap,
-                         spec.scale);
+  if (model->attention == GEMMA_CUDA_ATTENTION_CUDNN) {
+    if (attention_forward_cudnn(ctx, a->att, a->att_lse, a->q, a->k, a->v, B, T, nh, nkv, hd, spec.window,
+                                spec.softcap, spec.scale, err) != 0)
+      return fimi_fail_wrap(err, "layer %d", l);
+  } else {
+    attention_forward_cuda(ctx, a->att, a->att_lse, a->q, a->k, a->v, B, T, nh, nkv, hd, spec.window, spec.softcap,
+                           spec.scale);
+  }
   matmul_forward_cuda(ctx, a->o, a->att, w + off.o, N, qd, C);
   rmsnorm_forward_cuda(ctx, a->h_mid, a->o_rstd, a->o, w + off.post_attn_norm, N, C, eps);
   residual_add_cuda(ctx, a->h_mid, a->h_mid, h_in, (size_t)N * C);
@@ -337,6 +359,7 @@ static void layer_forward(GemmaCudaModel *model, int l, const bf16 *w, CudaLayer
   matmul_forward_cuda(ctx, a->mlp, a->gelu, w + off.down, N, I, C);
   rmsnorm_forward_cuda(ctx, h_out, a->mlp_rstd, a->mlp, w + off.post_ff_norm, N, C, eps);
   residual_add_cuda(ctx, h_out, h_out, a->h_mid, (size_t)N * C);
+  return 0;
 }
 
 static bf16 *residual_at(GemmaCudaActs *acts, const GemmaConfig *cfg, int l) {
@@ -383,8 +406,9 @@ int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targ
   const bf16 *norm_w = model->params + (size_t)V * C;  // (C)
   embedding_forward_cuda(ctx, residual_at(acts, cfg, 0), acts->tokens, wte, N, C, model->embed_scale);
   for (int l = 0; l < L; l++)
-    layer_forward(model, l, gemma_cuda_layer_params(model, l), &acts->sets[l], residual_at(acts, cfg, l),
-                  residual_at(acts, cfg, l + 1), B, T);
+    if (layer_forward(model, l, gemma_cuda_layer_params(model, l), &acts->sets[l], residual_at(acts, cfg, l),
+                      residual_at(acts, cfg, l + 1), B, T, err) != 0)
+      return fimi_fail_wrap(err, "gemma_cuda_forward");
   rmsnorm_forward_cuda(ctx, acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
                        (float)cfg->rms_norm_eps);
   lm_head_logprob_forward_cuda(ctx, acts->logprobs, acts->lm_lse, acts->final_norm, wte, acts->targets, N, C, V,
@@ -405,8 +429,8 @@ int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targ
 // Backward through layer l (as layer_backward in gemma.c). dres (N, C): on
 // entry the gradient wrt the layer's output, on exit wrt its input h_in.
 // Parameter grads accumulate into g (layer_numel, fp32).
-static void layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g, const CudaLayerActs *a,
-                           const bf16 *h_in, int B, int T) {
+static int layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g, const CudaLayerActs *a,
+                          const bf16 *h_in, int B, int T, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
   GemmaCudaActs *acts = model->acts;
@@ -433,8 +457,14 @@ static void layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g
   // Attention block, from h_mid = h_in + post_attn_norm(o).
   rmsnorm_backward_cuda(ctx, dA, g + off.post_attn_norm, dres, a->o, w + off.post_attn_norm, a->o_rstd, N, C);
   matmul_backward_cuda(ctx, acts->datt, g + off.o, dA, a->att, w + off.o, N, qd, C);
-  attention_backward_cuda(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, a->k, a->v, a->att, a->att_lse, B, T,
-                          nh, nkv, hd, spec.window, spec.softcap, spec.scale);
+  if (model->attention == GEMMA_CUDA_ATTENTION_CUDNN) {
+    if (attention_backward_cudnn(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, a->k, a->v, a->att, a->att_lse,
+                                 B, T, nh, nkv, hd, spec.window, spec.softcap, spec.scale, err) != 0)
+      return fimi_fail_wrap(err, "layer %d", l);
+  } else {
+    attention_backward_cuda(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, a->k, a->v, a->att, a->att_lse, B,
+                            T, nh, nkv, hd, spec.window, spec.softcap, spec.scale);
+  }
   rope_backward_cuda(ctx, acts->dq, acts->dq, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
   rope_backward_cuda(ctx, acts->dk, acts->dk, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
   bf16 *dq_lin = acts->dq, *dk_lin = acts->dk;  // gradients wrt the q/k projections' outputs
@@ -453,6 +483,7 @@ static void layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g
   residual_add_cuda(ctx, dB, dB, dA, NC);
   rmsnorm_backward_cuda(ctx, dA, g + off.input_norm, dB, h_in, w + off.input_norm, a->ln1_rstd, N, C);
   residual_add_cuda(ctx, dres, dres, dA, NC);  // dres = dh_in
+  return 0;
 }
 
 int gemma_cuda_backward(GemmaCudaModel *model, const float *dlogprobs, FimiError *err) {
@@ -475,8 +506,9 @@ int gemma_cuda_backward(GemmaCudaModel *model, const float *dlogprobs, FimiError
   rmsnorm_backward_cuda(ctx, acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N,
                         C);
   for (int l = L - 1; l >= 0; l--)
-    layer_backward(model, l, gemma_cuda_layer_params(model, l), layer_grads(model, l), &acts->sets[l],
-                   residual_at(acts, cfg, l), B, T);
+    if (layer_backward(model, l, gemma_cuda_layer_params(model, l), layer_grads(model, l), &acts->sets[l],
+                       residual_at(acts, cfg, l), B, T, err) != 0)
+      return fimi_fail_wrap(err, "gemma_cuda_backward");
   // The tied embedding gets the input-side gradient on top of the LM head's.
   embedding_backward_cuda(ctx, dwte, acts->dres, acts->tokens, N, C, V, model->embed_scale, cfg->pad_token_id);
   return 0;

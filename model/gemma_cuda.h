@@ -34,8 +34,14 @@
 
 typedef struct GemmaCudaActs GemmaCudaActs;  // defined in gemma_cuda.c
 
+// Which kernels compute attention in training and scoring (the decode
+// kernel is fimi's in both cases): fimi's own (attention.cu, the default) or
+// cuDNN's fused SDPA (attention_cudnn.cpp), a speed and correctness reference.
+typedef enum { GEMMA_CUDA_ATTENTION_FIMI = 0, GEMMA_CUDA_ATTENTION_CUDNN } GemmaCudaAttention;
+
 typedef struct GemmaCudaModel {
   GemmaConfig config;
+  GemmaCudaAttention attention;  // GEMMA_CUDA_ATTENTION_FIMI unless gemma_cuda_set_attention says otherwise
   CudaContext *ctx;      // not owned: the caller creates and destroys it
   size_t globals_numel;  // V*C + C
   size_t layer_numel;    // GemmaLayerOffsets.numel
@@ -49,6 +55,10 @@ typedef struct GemmaCudaModel {
 // Allocates the device parameters (uninitialized: upload them next).
 int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err);
 void gemma_cuda_free(GemmaCudaModel *model);
+// `cuda.attention`: "fimi" or "cudnn". cudnn is refused for a softcapped
+// model (Gemma 2); whether cuDNN loads and supports each shape is known at
+// the first forward / backward, which then fails with cuDNN's reason.
+int gemma_cuda_set_attention(GemmaCudaModel *model, const char *name, FimiError *err);
 // Copies a CPU model's fp32 parameters (same config) into the bf16 device
 // weights, rounding to nearest even. Fails if the configs differ or a CPU
 // layer buffer is absent (freed by ZeRO-3).

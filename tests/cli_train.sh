@@ -116,6 +116,7 @@ expect_fail "missing dataset file" "data.train" train "$WORK/d" --set data.train
 expect_fail "bad schedule" "optim.schedule" train "$WORK/d" --set optim.schedule=zigzag
 expect_fail "bad micro_batch" "micro_batch" train "$WORK/d" --set train.micro_batch=0
 expect_fail "unknown objective" "objective" train "$WORK/d" --set train.objective=ppo
+expect_fail "unknown cuda.attention" "cuda.attention: unknown value 'flash'" train "$WORK/d" --set cuda.attention=flash
 expect_fail "unknown flag" "unknown option" "$FIMI" train --frobnicate
 expect_ok "help" "$FIMI" train --help
 cli_summary

@@ -1,9 +1,10 @@
 // kernels/cuda/common.cuh: what every kernels/cuda/*.cu file shares. Defines
 // cuda_check / cuda_check_launch (abort with file:line and the CUDA message),
-// the CudaContext layout, bf16 <-> float helpers, warp and block reductions,
+// bf16 <-> float helpers, warp and block reductions,
 // the counter-based hash used for stochastic rounding and sampling, and
 // ceil_div, cuda_simple_mode, is_aligned16, grid_stride_blocks and the
-// 8 x bf16 pack/unpack of 128-bit loads. Included only by .cu files.
+// 8 x bf16 pack/unpack of 128-bit loads (the CudaContext layout itself is in
+// context.cuh). Included only by .cu files.
 #ifndef FIMI_KERNELS_CUDA_COMMON_CUH
 #define FIMI_KERNELS_CUDA_COMMON_CUH
 
@@ -36,19 +37,7 @@ static inline void cublas_check_at(cublasStatus_t status, const char *file, int 
 }
 #define cublas_check(call) cublas_check_at((call), __FILE__, __LINE__)
 
-struct MatmulPlanCache;  // kernels/cuda/matmul.cu
-
-struct CudaContext {
-  int device;
-  int multiprocessors;
-  cudaStream_t stream;
-  cublasLtHandle_t cublaslt;
-  void *workspace;  // cuBLASLt workspace, workspace_bytes
-  size_t workspace_bytes;
-  struct MatmulPlanCache *matmul_plans;  // owned by matmul.cu
-  float *lm_head_scratch;                // (rows, V) logits chunk, owned by lm_head.cu
-  size_t lm_head_scratch_floats;
-};
+#include "kernels/cuda/context.cuh"
 
 // FIMI_CUDA_SIMPLE set to a nonzero value: ops take their plain reference
 // kernels (scalar loads, no tensor cores), so that tests/gpu/check.sh can tell

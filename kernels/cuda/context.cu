@@ -38,6 +38,7 @@ static void context_release(CudaContext *ctx) {
   if (!ctx) return;
   if (ctx->stream) cudaStreamSynchronize(ctx->stream);
   matmul_plan_cache_free(ctx);
+  attention_cudnn_release(ctx);
   if (ctx->lm_head_scratch) cudaFree(ctx->lm_head_scratch);
   if (ctx->workspace) cudaFree(ctx->workspace);
   if (ctx->cublaslt) cublaslt.destroy(ctx->cublaslt);

@@ -116,6 +116,28 @@ void attention_decode_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf1
                            const int *lengths, int B, int S, int nh, int nkv, int hd, int window, float softcap,
                            float scale);
 
+// ---- attention through cuDNN, optional (kernels/cuda/attention_cudnn.cpp) ----
+// The contract of attention_forward_cuda / attention_backward_cuda (shapes,
+// causal and window masks, GQA, lse layout, deterministic backward), computed
+// by cuDNN's fused SDPA graphs: a speed and correctness reference for the
+// hand-written kernels (`cuda.attention = cudnn`). libcudnn.so.9 (or
+// FIMI_CUDNN_LIBRARY) is dlopen'ed on first use; each shape's graph is built
+// on first use and cached in ctx. Returns -1 with err set, never aborts, when
+// cuDNN is missing, the build lacks it, the shape is unsupported, or softcap
+// > 0 (cuDNN's SDPA cannot combine a softcap with masks).
+int attention_forward_cudnn(CudaContext *ctx, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                            int B, int T, int nh, int nkv, int hd, int window, float softcap, float scale,
+                            FimiError *err);
+int attention_backward_cudnn(CudaContext *ctx, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
+                             const bf16 *k, const bf16 *v, const bf16 *out, const float *lse, int B, int T, int nh,
+                             int nkv, int hd, int window, float softcap, float scale, FimiError *err);
+// Host-only check of one direction's graph (backward != 0: the backward):
+// loads cuDNN and validates the graph fimi would build for sm_90 (H100/H200),
+// without a device or context: a machine without a GPU can test the graph's
+// description and cuDNN's shape rules, not the plan or the numbers.
+int attention_cudnn_check(int backward, int B, int T, int nh, int nkv, int hd, int window, float softcap,
+                          float scale, FimiError *err);
+
 // ---- fused LM head log-probs (kernels/cuda/lm_head.cu) ----
 // hidden (N, C), wte (V, C), targets (N); logprobs (N) fp32, lse (N) fp32.
 // Rows are taken in chunks whose logits fit a bounded scratch owned by ctx, so

@@ -1,8 +1,9 @@
 // tests/gpu/test_gpu_attention.c: attention_forward_cuda, attention_backward_cuda
 // and attention_decode_cuda against the CPU reference (kernels/cpu/attention.c)
-// on the same bf16-rounded inputs, for the fast (tensor-core) kernels and the
+// on the same bf16-rounded inputs, for the fast (tensor-core) kernels, the
 // simple reference kernels (FIMI_CUDA_SIMPLE=1, set with setenv: the CUDA
-// side reads it at every call).
+// side reads it at every call) and cuDNN's fused SDPA (attention_*_cudnn,
+// shapes without softcap; skipped, said once, where libcudnn is missing).
 //
 // Forward: out and lse. Backward: dq, dk, dv, fed the CPU's out (rounded to
 // bf16, as the GPU stores it) and lse, so that it is tested on its own; each
@@ -66,7 +67,59 @@ static double grad_error(const float *got, const float *ref, size_t n) {
   return max_ref > 0.0 ? max_rel_error(got, ref, n) : max_got;
 }
 
-// Forward and backward of one shape, on both kernel variants.
+// The kernels under test: fimi's fast and simple kernels, and cuDNN's fused
+// SDPA (attention_cudnn.cpp), tested against the same CPU reference.
+enum { KERNEL_FAST, KERNEL_SIMPLE, KERNEL_CUDNN };
+static const char *VARIANT_SUFFIX[3] = {"", "_simple", "_cudnn"};
+static int cudnn_missing = 0;  // libcudnn could not be loaded: its variant is skipped, said once
+
+// cuDNN has no softcap (refused by design); everything else must run on it.
+static int cudnn_applies(const AttnCase *c) { return !cudnn_missing && c->softcap == 0.0f; }
+
+// A refusal by cuDNN is a failure, except a missing library (the machine's).
+static int cudnn_result(int rc, const FimiError *err, const char *direction) {
+  if (rc == 0) return 0;
+  if (strstr(err->message, "cannot load") || strstr(err->message, "built without")) {
+    printf("  cudnn variant skipped: %s\n", err->message);
+    cudnn_missing = 1;
+  } else {
+    fprintf(stderr, "  cudnn %s: %s\n", direction, err->message);
+  }
+  return -1;
+}
+
+// One forward of `variant`; 0 when it ran.
+static int forward_variant(int variant, CudaContext *ctx, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                           const bf16 *v, const AttnCase *c, float scale) {
+  if (variant != KERNEL_CUDNN) {
+    set_simple(variant == KERNEL_SIMPLE);
+    attention_forward_cuda(ctx, out, lse, q, k, v, c->B, c->T, c->nh, c->nkv, c->hd, c->window, c->softcap, scale);
+    set_simple(0);
+    return 0;
+  }
+  FimiError err = {0};
+  int rc = attention_forward_cudnn(ctx, out, lse, q, k, v, c->B, c->T, c->nh, c->nkv, c->hd, c->window, c->softcap,
+                                   scale, &err);
+  return cudnn_result(rc, &err, "forward");
+}
+
+static int backward_variant(int variant, CudaContext *ctx, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                            const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out, const float *lse,
+                            const AttnCase *c, float scale) {
+  if (variant != KERNEL_CUDNN) {
+    set_simple(variant == KERNEL_SIMPLE);
+    attention_backward_cuda(ctx, dq, dk, dv, dout, q, k, v, out, lse, c->B, c->T, c->nh, c->nkv, c->hd, c->window,
+                            c->softcap, scale);
+    set_simple(0);
+    return 0;
+  }
+  FimiError err = {0};
+  int rc = attention_backward_cudnn(ctx, dq, dk, dv, dout, q, k, v, out, lse, c->B, c->T, c->nh, c->nkv, c->hd,
+                                    c->window, c->softcap, scale, &err);
+  return cudnn_result(rc, &err, "backward");
+}
+
+// Forward and backward of one shape, on every kernel variant.
 static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
   int B = c->B, T = c->T, nh = c->nh, nkv = c->nkv, hd = c->hd, window = c->window;
   float softcap = c->softcap, scale = 1.0f / sqrtf((float)hd);
@@ -90,25 +143,33 @@ static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
   cuda_upload_f32(ctx, d_lse_ref, lse_ref, nl);
   double fwd_flops = 4.0 * B * nh * visible_pairs(T, window) * hd, bwd_flops = 2.5 * fwd_flops;
 
-  for (int simple = 0; simple <= 1; simple++) {
-    set_simple(simple);
-    const char *suffix = simple ? "_simple" : "";
+  for (int variant = KERNEL_FAST; variant <= KERNEL_CUDNN; variant++) {
+    if (variant == KERNEL_CUDNN && !cudnn_applies(c)) continue;
+    const char *suffix = VARIANT_SUFFIX[variant];
     char op[64];
     // ---- forward ----
     bf16 *d_out = gpu_poisoned(ctx, nq * sizeof(bf16));
     float *d_lse = gpu_poisoned(ctx, nl * sizeof(float));
-    attention_forward_cuda(ctx, d_out, d_lse, d_q, d_k, d_v, B, T, nh, nkv, hd, window, softcap, scale);
+    int ran = forward_variant(variant, ctx, d_out, d_lse, d_q, d_k, d_v, c, scale);
+    if (ran != 0 && cudnn_missing) {  // the machine lacks libcudnn: skipped, not failed
+      cuda_free(d_out), cuda_free(d_lse);
+      continue;
+    }
     float *out = host_from_bf16(ctx, d_out, nq), *lse = host_from_f32(ctx, d_lse, nl);
     double e_out = max_rel_error(out, out_ref, nq), e_lse = max_rel_error(lse, lse_ref, nl);
     GpuTimer timer;
     int reps = 3;
     gpu_timer_start(&timer, ctx);
-    for (int r = 0; r < reps; r++)
-      attention_forward_cuda(ctx, d_out, d_lse, d_q, d_k, d_v, B, T, nh, nkv, hd, window, softcap, scale);
+    for (int r = 0; r < reps; r++) forward_variant(variant, ctx, d_out, d_lse, d_q, d_k, d_v, c, scale);
     double ms = gpu_timer_stop_ms(&timer, ctx, reps);
     printf("  fwd%s %s: out %.3e lse %.3e\n", suffix, shape, e_out, e_lse);
     snprintf(op, sizeof op, "attention_fwd%s", suffix);
-    gpu_report(op, shape, max2(e_out, e_lse), GPU_TOL_BF16, ms, fwd_flops / (ms * 1e-3) / 1e12, 0.0);
+    gpu_report(op, shape, ran == 0 ? max2(e_out, e_lse) : INFINITY, GPU_TOL_BF16, ms, fwd_flops / (ms * 1e-3) / 1e12,
+               0.0);
+    if (variant == KERNEL_CUDNN && T == 1) {  // cuDNN has no backward for T = 1 (cudnn_graph_test)
+      cuda_free(d_out), cuda_free(d_lse), free(out), free(lse);
+      continue;
+    }
 
     // ---- backward, twice into poisoned buffers: same bits ----
     bf16 *d_dq[2], *d_dk[2], *d_dv[2];
@@ -116,8 +177,8 @@ static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
       d_dq[run] = gpu_poisoned(ctx, nq * sizeof(bf16));
       d_dk[run] = gpu_poisoned(ctx, nk * sizeof(bf16));
       d_dv[run] = gpu_poisoned(ctx, nk * sizeof(bf16));
-      attention_backward_cuda(ctx, d_dq[run], d_dk[run], d_dv[run], d_dout, d_q, d_k, d_v, d_out_b, d_lse_ref, B, T, nh,
-                              nkv, hd, window, softcap, scale);
+      ran |= backward_variant(variant, ctx, d_dq[run], d_dk[run], d_dv[run], d_dout, d_q, d_k, d_v, d_out_b, d_lse_ref,
+                              c, scale);
     }
     float *dq = host_from_bf16(ctx, d_dq[0], nq), *dk = host_from_bf16(ctx, d_dk[0], nk);
     float *dv = host_from_bf16(ctx, d_dv[0], nk);
@@ -129,14 +190,13 @@ static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
                memcmp(dv, dv2, nk * sizeof(float)) == 0;
     gpu_timer_start(&timer, ctx);
     for (int r = 0; r < reps; r++)
-      attention_backward_cuda(ctx, d_dq[0], d_dk[0], d_dv[0], d_dout, d_q, d_k, d_v, d_out_b, d_lse_ref, B, T, nh,
-                              nkv, hd, window, softcap, scale);
+      backward_variant(variant, ctx, d_dq[0], d_dk[0], d_dv[0], d_dout, d_q, d_k, d_v, d_out_b, d_lse_ref, c, scale);
     ms = gpu_timer_stop_ms(&timer, ctx, reps);
     printf("  bwd%s %s: dq %.3e dk %.3e dv %.3e deterministic %s\n", suffix, shape, e_dq, e_dk, e_dv,
            same ? "yes" : "NO");
     snprintf(op, sizeof op, "attention_bwd%s", suffix);
     double e_bwd = max2(e_dq, max2(e_dk, e_dv));
-    gpu_report(op, shape, same ? e_bwd : INFINITY, GPU_TOL_BF16, ms, bwd_flops / (ms * 1e-3) / 1e12, 0.0);
+    gpu_report(op, shape, same && ran == 0 ? e_bwd : INFINITY, GPU_TOL_BF16, ms, bwd_flops / (ms * 1e-3) / 1e12, 0.0);
 
     for (int run = 0; run < 2; run++) {
       cuda_free(d_dq[run]);
@@ -147,7 +207,6 @@ static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
     cuda_free(d_lse);
     free(out), free(lse), free(dq), free(dk), free(dv), free(dq2), free(dk2), free(dv2);
   }
-  set_simple(0);
   cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_dout), cuda_free(d_out_b), cuda_free(d_lse_ref);
   free(q), free(k), free(v), free(dout), free(out_ref), free(lse_ref), free(out_b), free(dq_ref), free(dk_ref),
       free(dv_ref);
