@@ -2,7 +2,8 @@
 # launch/gpu-deps.sh: prepares .gpudeps/root, the libraries a lent GPU machine
 # lacks for the FIMI_GPU_CHECK build (docs/gpu-check.md): OpenBLAS (OpenMP
 # build) with libgfortran5 and libquadmath0, cJSON, inih, and pkgconf in case
-# the image has no pkg-config. Run it HERE (a Debian machine with apt and a
+# the image has no pkg-config, and the headers of the optional cuDNN attention
+# path (cuDNN frontend and cudnn*.h). Run it HERE (a Debian machine with apt and a
 # network), before a device session; the device has neither.
 #
 # The .deb files are fetched with `apt-get download` and unpacked with
@@ -105,9 +106,23 @@ if find "$ROOT" -type l -lname '/*' | grep -q .; then
   exit 1
 fi
 
+# The optional cuDNN attention path: the cuDNN frontend's headers (fetched by
+# install-deps.sh into .deps/) and cuDNN's own headers; the device has the
+# library itself beside PyTorch (check.sh finds it), not necessarily these.
+frontend="$(ls -d "$FIMI_ROOT"/.deps/cudnn-frontend-*/include 2>/dev/null | tail -1)"
+rm -rf "$DEPS/cudnn-frontend" "$DEPS/cudnn-include"
+if [ -n "$frontend" ] && ls /usr/local/cuda/include/cudnn*.h >/dev/null 2>&1; then
+  mkdir -p "$DEPS/cudnn-frontend" "$DEPS/cudnn-include"
+  cp -r "$frontend" "$DEPS/cudnn-frontend/include"
+  cp /usr/local/cuda/include/cudnn*.h "$DEPS/cudnn-include/"
+  echo "gpu-deps: cuDNN frontend headers from $frontend, cuDNN headers from /usr/local/cuda/include"
+else
+  echo "gpu-deps: no cuDNN frontend headers (run launch/install-deps.sh) or cudnn.h: the cuDNN path will build as a stub"
+fi
+
 size_kib=$(du -sk "$DEPS" | cut -f1)
 echo "gpu-deps: $ROOT ready, $((size_kib / 1024)) MiB ($size_kib KiB); carry \".gpudeps\" (limit 64 MiB with the tree)"
-if [ "$size_kib" -gt $((20 * 1024)) ]; then
-  echo "gpu-deps: larger than 20 MiB, expected about 14" >&2
+if [ "$size_kib" -gt $((24 * 1024)) ]; then
+  echo "gpu-deps: larger than 24 MiB, expected about 18" >&2
   exit 1
 fi

@@ -5,13 +5,50 @@
 // forward + backward. FLOPs: 4 * B * nh * pairs * hd for the forward (two
 // matmuls of 2 FLOPs per multiply-add), 2.5 times that for the backward; pairs
 // = T * T / 2 when causal (the usual convention), the visible (query, key)
-// pairs exactly under the window. bench/gpu/sdpa_torch.py prints PyTorch's
-// numbers for the same shapes.
+// pairs exactly under the window. The same rows with suffix _cudnn time
+// cuDNN's fused SDPA (attention_cudnn.cpp; absent where libcudnn is missing),
+// and bench/gpu/sdpa_torch.py prints PyTorch's numbers for the same shapes.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "tests/gpu/gpu_test.h"
+
+typedef struct AttnShape {
+  int B, T, nh, nkv, hd, window;
+  float scale;
+} AttnShape;
+
+// fimi's kernels (cudnn 0) or cuDNN's fused SDPA (1, attention_cudnn.cpp);
+// 0 when it ran, else cuDNN's reason is printed.
+static int forward(int cudnn, CudaContext *ctx, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                   const AttnShape *s) {
+  if (!cudnn) {
+    attention_forward_cuda(ctx, out, lse, q, k, v, s->B, s->T, s->nh, s->nkv, s->hd, s->window, 0.0f, s->scale);
+    return 0;
+  }
+  FimiError err = {0};
+  if (attention_forward_cudnn(ctx, out, lse, q, k, v, s->B, s->T, s->nh, s->nkv, s->hd, s->window, 0.0f, s->scale,
+                              &err) == 0)
+    return 0;
+  printf("bench_gpu_attention: cudnn forward not run: %s\n", err.message);
+  return -1;
+}
+
+static int backward(int cudnn, CudaContext *ctx, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout, const bf16 *q,
+                    const bf16 *k, const bf16 *v, const bf16 *out, const float *lse, const AttnShape *s) {
+  if (!cudnn) {
+    attention_backward_cuda(ctx, dq, dk, dv, dout, q, k, v, out, lse, s->B, s->T, s->nh, s->nkv, s->hd, s->window,
+                            0.0f, s->scale);
+    return 0;
+  }
+  FimiError err = {0};
+  if (attention_backward_cudnn(ctx, dq, dk, dv, dout, q, k, v, out, lse, s->B, s->T, s->nh, s->nkv, s->hd, s->window,
+                               0.0f, s->scale, &err) == 0)
+    return 0;
+  printf("bench_gpu_attention: cudnn backward not run: %s\n", err.message);
+  return -1;
+}
 
 static double window_pairs(int T, int window) {
   double pairs = 0.0;
@@ -33,46 +70,48 @@ int main(void) {
   bf16 *dk = gpu_poisoned(ctx, nk * sizeof(bf16)), *dv = gpu_poisoned(ctx, nk * sizeof(bf16));
   float *lse = gpu_poisoned(ctx, nl * sizeof(float));
   const int windows[2] = {0, 1024};
-  for (int w = 0; w < 2; w++) {
-    int window = windows[w];
-    double pairs = window > 0 ? window_pairs(T, window) : (double)T * T / 2.0;
-    double fwd_flops = 4.0 * B * nh * pairs * hd, bwd_flops = 2.5 * fwd_flops;
-    const char *mask = window > 0 ? "window1024" : "causal";
-    char shape[96], op[64];
-    snprintf(shape, sizeof shape, "B%d T%d nh%d nkv%d hd%d w%d", B, T, nh, nkv, hd, window);
-    for (int r = 0; r < warmup; r++)
-      attention_forward_cuda(ctx, out, lse, q, k, v, B, T, nh, nkv, hd, window, 0.0f, scale);
-    GpuTimer timer;
-    gpu_timer_start(&timer, ctx);
-    for (int r = 0; r < reps; r++)
-      attention_forward_cuda(ctx, out, lse, q, k, v, B, T, nh, nkv, hd, window, 0.0f, scale);
-    double ms = gpu_timer_stop_ms(&timer, ctx, reps);
-    snprintf(op, sizeof op, "attention_fwd_%s", mask);
-    gpu_report(op, shape, -1.0, 0.0, ms, fwd_flops / (ms * 1e-3) / 1e12, 0.0);
-    // sanity: finite outputs, and a second forward gives the same bits
-    float *o1 = host_from_bf16(ctx, out, nq), *l1 = host_from_f32(ctx, lse, nl);
-    attention_forward_cuda(ctx, out, lse, q, k, v, B, T, nh, nkv, hd, window, 0.0f, scale);
-    float *o2 = host_from_bf16(ctx, out, nq);
-    size_t bad = 0;
-    for (size_t i = 0; i < nq; i++) bad += !isfinite(o1[i]);
-    for (size_t i = 0; i < nl; i++) bad += !isfinite(l1[i]);
-    double rerun = max_rel_error(o2, o1, nq);
-    if (bad || rerun != 0.0) {
-      printf("%s: %s forward: %zu non-finite values, rerun differs by %.3e\n", name, mask, bad, rerun);
-      gpu_failures++;
+  for (int cudnn = 0; cudnn <= 1; cudnn++)
+    for (int w = 0; w < 2; w++) {
+      AttnShape sh = {B, T, nh, nkv, hd, windows[w], scale};
+      double pairs = sh.window > 0 ? window_pairs(T, sh.window) : (double)T * T / 2.0;
+      double fwd_flops = 4.0 * B * nh * pairs * hd, bwd_flops = 2.5 * fwd_flops;
+      const char *mask = sh.window > 0 ? "window1024" : "causal", *suffix = cudnn ? "_cudnn" : "";
+      char shape[96], op[64];
+      snprintf(shape, sizeof shape, "B%d T%d nh%d nkv%d hd%d w%d", B, T, nh, nkv, hd, sh.window);
+      int ok = 1;
+      for (int r = 0; r < warmup && ok; r++) ok = forward(cudnn, ctx, out, lse, q, k, v, &sh) == 0;
+      if (!ok) break;  // cuDNN missing or refusing: said above, its rows are absent
+      GpuTimer timer;
+      gpu_timer_start(&timer, ctx);
+      for (int r = 0; r < reps; r++) forward(cudnn, ctx, out, lse, q, k, v, &sh);
+      double ms = gpu_timer_stop_ms(&timer, ctx, reps);
+      snprintf(op, sizeof op, "attention_fwd_%s%s", mask, suffix);
+      gpu_report(op, shape, -1.0, 0.0, ms, fwd_flops / (ms * 1e-3) / 1e12, 0.0);
+      // sanity: finite outputs, and a second forward gives the same bits
+      float *o1 = host_from_bf16(ctx, out, nq), *l1 = host_from_f32(ctx, lse, nl);
+      forward(cudnn, ctx, out, lse, q, k, v, &sh);
+      float *o2 = host_from_bf16(ctx, out, nq);
+      size_t bad = 0;
+      for (size_t i = 0; i < nq; i++) bad += !isfinite(o1[i]);
+      for (size_t i = 0; i < nl; i++) bad += !isfinite(l1[i]);
+      double rerun = max_rel_error(o2, o1, nq);
+      if (bad || rerun != 0.0) {
+        printf("%s: %s%s forward: %zu non-finite values, rerun differs by %.3e\n", name, mask, suffix, bad, rerun);
+        gpu_failures++;
+      }
+      free(o1), free(l1), free(o2);
+      for (int r = 0; r < warmup && ok; r++)
+        ok = backward(cudnn, ctx, dq, dk, dv, dout, q, k, v, out, lse, &sh) == 0;
+      if (!ok) break;
+      gpu_timer_start(&timer, ctx);
+      for (int r = 0; r < reps; r++) {
+        forward(cudnn, ctx, out, lse, q, k, v, &sh);
+        backward(cudnn, ctx, dq, dk, dv, dout, q, k, v, out, lse, &sh);
+      }
+      ms = gpu_timer_stop_ms(&timer, ctx, reps);
+      snprintf(op, sizeof op, "attention_fwdbwd_%s%s", mask, suffix);
+      gpu_report(op, shape, -1.0, 0.0, ms, (fwd_flops + bwd_flops) / (ms * 1e-3) / 1e12, 0.0);
     }
-    free(o1), free(l1), free(o2);
-    for (int r = 0; r < warmup; r++)
-      attention_backward_cuda(ctx, dq, dk, dv, dout, q, k, v, out, lse, B, T, nh, nkv, hd, window, 0.0f, scale);
-    gpu_timer_start(&timer, ctx);
-    for (int r = 0; r < reps; r++) {
-      attention_forward_cuda(ctx, out, lse, q, k, v, B, T, nh, nkv, hd, window, 0.0f, scale);
-      attention_backward_cuda(ctx, dq, dk, dv, dout, q, k, v, out, lse, B, T, nh, nkv, hd, window, 0.0f, scale);
-    }
-    ms = gpu_timer_stop_ms(&timer, ctx, reps);
-    snprintf(op, sizeof op, "attention_fwdbwd_%s", mask);
-    gpu_report(op, shape, -1.0, 0.0, ms, (fwd_flops + bwd_flops) / (ms * 1e-3) / 1e12, 0.0);
-  }
   // decode: 8 sequences of 4096 cached tokens, one query each (bandwidth bound)
   {
     int Bd = 8, S = 4096;

@@ -61,6 +61,7 @@ setup_deps() {
   local root="$FIMI_ROOT/.gpudeps/root"
   if [ ! -d "$root" ]; then
     echo "deps: no .gpudeps/root; using the system's OpenBLAS, cJSON, inih"
+    setup_cudnn
     return
   fi
   local lib="$root/usr/lib/x86_64-linux-gnu"
@@ -87,6 +88,30 @@ setup_deps() {
     CMAKE_DEP_ARGS+=("-DPKG_CONFIG_EXECUTABLE=$root/usr/bin/pkg-config")
   fi
   echo "deps: using $root ($(du -sh "$root" 2>/dev/null | cut -f1))"
+  setup_cudnn
+}
+
+# The optional cuDNN attention path: headers carried in .gpudeps (build),
+# libcudnn.so.9 from this machine, PyTorch's wheel if nowhere else (run).
+setup_cudnn() {
+  local deps="$FIMI_ROOT/.gpudeps" lib=""
+  if [ -f "$deps/cudnn-frontend/include/cudnn_frontend.h" ]; then
+    CMAKE_DEP_ARGS+=("-DFIMI_CUDNN_FRONTEND_INCLUDE=$deps/cudnn-frontend/include")
+    [ -f /usr/local/cuda/include/cudnn.h ] || [ -f /usr/include/cudnn.h ] ||
+      CMAKE_DEP_ARGS+=("-DFIMI_CUDNN_INCLUDE=$deps/cudnn-include")
+  fi
+  lib="$(ldconfig -p 2>/dev/null | sed -n 's/.*libcudnn\.so\.9 .*=> //p' | head -1)"
+  if [ -z "$lib" ]; then
+    lib="$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib", "libcudnn.so.9"))' 2>/dev/null || true)"
+    [ -f "$lib" ] || lib="$(find / -xdev -name libcudnn.so.9 \( -path '*nvidia*' -o -path '*torch*' -o -path '*cuda*' \) 2>/dev/null | head -1)"
+  fi
+  if [ -n "$lib" ] && [ -f "$lib" ]; then
+    export FIMI_CUDNN_LIBRARY="$lib"
+    export LD_LIBRARY_PATH="$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "deps: cuDNN $lib"
+  else
+    echo "deps: no libcudnn.so.9 found: the cuDNN attention rows will be skipped"
+  fi
 }
 
 env_phase() {
@@ -145,7 +170,7 @@ configure_phase() {
     return 1
   fi
   echo "--- dependencies as configured:"
-  grep -E '^(FIMI_OPENBLAS_OPENMP|cJSON_DIR|PKG_CONFIG_EXECUTABLE|pkgcfg_lib_INIH_inih|OPENBLAS_INCLUDE_DIRS|INIH_INCLUDE_DIRS|CMAKE_CUDA_COMPILER):' \
+  grep -E '^(FIMI_OPENBLAS_OPENMP|cJSON_DIR|PKG_CONFIG_EXECUTABLE|pkgcfg_lib_INIH_inih|OPENBLAS_INCLUDE_DIRS|INIH_INCLUDE_DIRS|CMAKE_CUDA_COMPILER|FIMI_CUDNN_FRONTEND_INCLUDE|FIMI_CUDNN_INCLUDE):' \
     "$BUILD/CMakeCache.txt" | sed 's/^/    /'
   if ! grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=.' "$BUILD/CMakeCache.txt"; then
     echo "configure: no CUDA compiler found: the GPU tests cannot be built"
