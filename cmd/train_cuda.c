@@ -20,13 +20,11 @@ struct CudaTrainer {
   int have_gpu, have_state;
 };
 
-// SFT: forward then backward (the GPU model has no fused forward+backward;
-// the result is the same). Asynchronous errors surface at the step's sync.
+// SFT: dlogprobs are known up front, so the LM head runs fused (one logits
+// GEMM per chunk instead of two). Asynchronous errors surface at the sync.
 static int gpu_forward_backward(void *ctx, const int *tokens, const int *targets, int B, int T,
                                 const float *dlogprobs, float *logprobs, FimiError *err) {
-  CudaTrainer *t = ctx;
-  if (gemma_cuda_forward(&t->gpu, tokens, targets, B, T, logprobs, err) != 0) return -1;
-  return gemma_cuda_backward(&t->gpu, dlogprobs, err);
+  return gemma_cuda_forward_backward(&((CudaTrainer *)ctx)->gpu, tokens, targets, B, T, dlogprobs, logprobs, err);
 }
 
 static int gpu_forward(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs,

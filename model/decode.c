@@ -80,9 +80,7 @@ void gemma_kv_cache_reset(GemmaKVCache *cache) {
   memset(cache->lengths, 0, (size_t)cache->batch * sizeof(int));
 }
 
-// Active sequences come in runs of consecutive ids; each run is one op call
-// (rows i0.., sequences b0..). Returns the run length starting at row i.
-static int run_length(const int *ids, int n, int i) {
+int decode_run_length(const int *ids, int n, int i) {
   int len = 1;
   while (i + len < n && ids[i + len] == ids[i] + len) len++;
   return len;
@@ -98,7 +96,7 @@ static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, in
   const float *kc = cache->k + (size_t)l * B * S * kvd;  // (B, S, nkv, hd) for this layer
   const float *vc = cache->v + (size_t)l * B * S * kvd;
   for (int i = 0; i < n;) {
-    int run = run_length(ids, n, i), b0 = ids[i];
+    int run = decode_run_length(ids, n, i), b0 = ids[i];
     attention_decode(s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
                      vc + (size_t)b0 * S * kvd, new_lengths + b0, run, S, nh, nkv, hd, spec->window, spec->softcap,
                      spec->scale);
@@ -177,7 +175,7 @@ int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens,
   for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, &s, ids, positions, new_lengths, n);
   rmsnorm_forward(s.ln, s.rstd, s.x, norm_w, n, C, (float)cfg->rms_norm_eps);
   for (int i = 0; i < n;) {
-    int run = run_length(ids, n, i);
+    int run = decode_run_length(ids, n, i);
     lm_head_logits(logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, wte, run, C, V,
                    (float)cfg->final_logit_softcapping);
     i += run;

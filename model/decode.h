@@ -26,6 +26,10 @@ typedef struct GemmaKVCache {
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err);
 void gemma_kv_cache_free(GemmaKVCache *cache);
 void gemma_kv_cache_reset(GemmaKVCache *cache);
+// A decode step's active sequences come in runs of consecutive ids (the ids
+// of rows i, i+1, ... are b, b+1, ...); each run is one attention call on the
+// CPU and on the GPU. Returns the run's length starting at row i of ids (n).
+int decode_run_length(const int *ids, int n, int i);
 
 // Feeds one token per sequence (tokens (B)); active (B) may be NULL (all
 // active) or 0/1 flags: inactive sequences are not advanced. Writes the

@@ -387,8 +387,10 @@ static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *tar
   return 0;
 }
 
-int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
-                       FimiError *err) {
+// The forward up to the LM head's input: acts->final_norm (N, C), with every
+// activation the backward needs. Uploads tokens, targets and positions.
+static int forward_to_final_norm(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T,
+                                 FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
   if (check_batch(cfg, tokens, targets, B, T, err) != 0) return -1;
@@ -408,18 +410,31 @@ int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targ
   for (int l = 0; l < L; l++)
     if (layer_forward(model, l, gemma_cuda_layer_params(model, l), &acts->sets[l], residual_at(acts, cfg, l),
                       residual_at(acts, cfg, l + 1), B, T, err) != 0)
-      return fimi_fail_wrap(err, "gemma_cuda_forward");
+      return -1;
   rmsnorm_forward_cuda(ctx, acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
                        (float)cfg->rms_norm_eps);
-  lm_head_logprob_forward_cuda(ctx, acts->logprobs, acts->lm_lse, acts->final_norm, wte, acts->targets, N, C, V,
-                               (float)cfg->final_logit_softcapping);
   acts->B = B;
   acts->T = T;
+  return 0;
+}
+
+// Copies the last forward's log-probs to the host and waits for the stream.
+static int download_logprobs(GemmaCudaModel *model, float *logprobs, FimiError *err) {
+  GemmaCudaActs *acts = model->acts;
+  cuda_download_f32(model->ctx, logprobs, acts->logprobs, (size_t)acts->B * acts->T);
+  return cuda_context_sync(model->ctx, err);
+}
+
+int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T, float *logprobs,
+                       FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  if (forward_to_final_norm(model, tokens, targets, B, T, err) != 0) return fimi_fail_wrap(err, "gemma_cuda_forward");
+  GemmaCudaActs *acts = model->acts;
+  lm_head_logprob_forward_cuda(model->ctx, acts->logprobs, acts->lm_lse, acts->final_norm, model->params,
+                               acts->targets, B * T, cfg->hidden_size, cfg->vocab_size,
+                               (float)cfg->final_logit_softcapping);
   acts->valid = 1;
-  if (logprobs) {
-    cuda_download_f32(ctx, logprobs, acts->logprobs, (size_t)N);
-    if (cuda_context_sync(ctx, err) != 0) return fimi_fail_wrap(err, "gemma_cuda_forward");
-  }
+  if (logprobs && download_logprobs(model, logprobs, err) != 0) return fimi_fail_wrap(err, "gemma_cuda_forward");
   return 0;
 }
 
@@ -486,31 +501,60 @@ static int layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g,
   return 0;
 }
 
-int gemma_cuda_backward(GemmaCudaModel *model, const float *dlogprobs, FimiError *err) {
+static int check_backward_ready(GemmaCudaModel *model, const char *who, FimiError *err) {
+  if (!model->grads) return fimi_fail(err, "%s: gradients are not allocated (gemma_cuda_alloc_grads)", who);
+  return ensure_grad_scratch(model, err);
+}
+
+// The backward below the LM head: acts->dA holds d/d final_norm (N, C).
+static int backward_from_final_norm(GemmaCudaModel *model, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
   GemmaCudaActs *acts = model->acts;
-  if (!acts || !acts->valid)
-    return fimi_fail(err, "gemma_cuda_backward: no forward to differentiate (call gemma_cuda_forward first)");
-  if (!model->grads)
-    return fimi_fail(err, "gemma_cuda_backward: gradients are not allocated (gemma_cuda_alloc_grads)");
-  if (ensure_grad_scratch(model, err) != 0) return -1;
   int B = acts->B, T = acts->T, N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
-  const bf16 *wte = model->params, *norm_w = model->params + (size_t)V * C;
+  const bf16 *norm_w = model->params + (size_t)V * C;
   float *dwte = model->grads, *dnorm_w = model->grads + (size_t)V * C;
-
-  cuda_upload_f32(ctx, acts->dlogprobs, dlogprobs, (size_t)N);
-  // LM head: recomputes each chunk's logits from the saved lse; dA = d/d final_norm.
-  lm_head_logprob_backward_cuda(ctx, acts->dA, dwte, acts->dlogprobs, acts->final_norm, wte, acts->targets,
-                                acts->lm_lse, N, C, V, (float)cfg->final_logit_softcapping);
   rmsnorm_backward_cuda(ctx, acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N,
                         C);
   for (int l = L - 1; l >= 0; l--)
     if (layer_backward(model, l, gemma_cuda_layer_params(model, l), layer_grads(model, l), &acts->sets[l],
                        residual_at(acts, cfg, l), B, T, err) != 0)
-      return fimi_fail_wrap(err, "gemma_cuda_backward");
+      return -1;
   // The tied embedding gets the input-side gradient on top of the LM head's.
   embedding_backward_cuda(ctx, dwte, acts->dres, acts->tokens, N, C, V, model->embed_scale, cfg->pad_token_id);
+  return 0;
+}
+
+int gemma_cuda_backward(GemmaCudaModel *model, const float *dlogprobs, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  GemmaCudaActs *acts = model->acts;
+  if (!acts || !acts->valid)
+    return fimi_fail(err, "gemma_cuda_backward: no forward to differentiate (call gemma_cuda_forward first)");
+  if (check_backward_ready(model, "gemma_cuda_backward", err) != 0) return -1;
+  int N = acts->B * acts->T;
+  cuda_upload_f32(model->ctx, acts->dlogprobs, dlogprobs, (size_t)N);
+  // LM head: recomputes each chunk's logits from the saved lse; dA = d/d final_norm.
+  lm_head_logprob_backward_cuda(model->ctx, acts->dA, model->grads, acts->dlogprobs, acts->final_norm, model->params,
+                                acts->targets, acts->lm_lse, N, cfg->hidden_size, cfg->vocab_size,
+                                (float)cfg->final_logit_softcapping);
+  if (backward_from_final_norm(model, err) != 0) return fimi_fail_wrap(err, "gemma_cuda_backward");
+  return 0;
+}
+
+int gemma_cuda_forward_backward(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T,
+                                const float *dlogprobs, float *logprobs, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  if (forward_to_final_norm(model, tokens, targets, B, T, err) != 0 ||
+      check_backward_ready(model, "gemma_cuda_forward_backward", err) != 0)
+    return fimi_fail_wrap(err, "gemma_cuda_forward_backward");
+  GemmaCudaActs *acts = model->acts;
+  cuda_upload_f32(model->ctx, acts->dlogprobs, dlogprobs, (size_t)B * T);
+  lm_head_logprob_forward_backward_cuda(model->ctx, acts->logprobs, acts->lm_lse, acts->dA, model->grads,
+                                        acts->dlogprobs, acts->final_norm, model->params, acts->targets, B * T,
+                                        cfg->hidden_size, cfg->vocab_size, (float)cfg->final_logit_softcapping);
+  acts->valid = 1;
+  if (backward_from_final_norm(model, err) != 0 || (logprobs && download_logprobs(model, logprobs, err) != 0))
+    return fimi_fail_wrap(err, "gemma_cuda_forward_backward");
   return 0;
 }
 
@@ -607,13 +651,6 @@ void gemma_cuda_kv_cache_reset(GemmaCudaKVCache *cache) {
   memset(cache->lengths, 0, (size_t)cache->batch * sizeof(int));
 }
 
-// Active sequences come in runs of consecutive ids; each run is one op call.
-static int run_length(const int *ids, int n, int i) {
-  int len = 1;
-  while (i + len < n && ids[i + len] == ids[i] + len) len++;
-  return len;
-}
-
 // Copies the n new rows of k (or v) (n, kvd) into cache rows [l][ids[i]][positions[i]].
 // Consecutive sequences at the same position (lockstep decoding) are one
 // strided copy: their destinations are S * kvd apart.
@@ -669,7 +706,7 @@ static void layer_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, int l, co
   write_cache_rows(model, cache, kc, s->k, ids, positions, n);
   write_cache_rows(model, cache, vc, s->v, ids, positions, n);
   for (int i = 0; i < n;) {
-    int run = run_length(ids, n, i), b0 = ids[i];
+    int run = decode_run_length(ids, n, i), b0 = ids[i];
     attention_decode_cuda(ctx, s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
                           vc + (size_t)b0 * S * kvd, d_lengths + b0, run, (int)S, nh, nkv, hd, spec.window,
                           spec.softcap, spec.scale);
@@ -725,14 +762,14 @@ int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const
     layer_step(model, cache, l, &s, ids, positions, d_positions, d_lengths, n);
   rmsnorm_forward_cuda(ctx, s.ln, NULL, s.x, norm_w, n, C, (float)cfg->rms_norm_eps);
   for (int i = 0; i < n;) {
-    int run = run_length(ids, n, i);
+    int run = decode_run_length(ids, n, i);
     lm_head_logits_cuda(ctx, cache->logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, wte, run, C, V,
                         (float)cfg->final_logit_softcapping);
     i += run;
   }
   if (logits) {
     for (int i = 0; i < n;) {
-      int run = run_length(ids, n, i);
+      int run = decode_run_length(ids, n, i);
       cuda_download_f32(ctx, logits + (size_t)ids[i] * V, cache->logits + (size_t)ids[i] * V, (size_t)run * V);
       i += run;
     }

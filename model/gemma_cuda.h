@@ -16,7 +16,7 @@
 //
 // First version: every layer keeps its activations (no recompute: at
 // gemma3-4b, B*T = 4096 they take ~15 GB in bf16, well inside an H200), no
-// layer hooks (ZeRO-3 on GPU comes later), no fused SFT forward+backward.
+// layer hooks (ZeRO-3 on GPU comes later).
 // Only compiled with the CUDA backend (FIMI_HAVE_CUDA).
 #ifndef FIMI_MODEL_GEMMA_CUDA_H
 #define FIMI_MODEL_GEMMA_CUDA_H
@@ -84,6 +84,12 @@ int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targ
 // on the HOST; accumulates into the fp32 gradients (zero them first).
 // Asynchronous: cuda_context_sync or gemma_cuda_download_grads waits.
 int gemma_cuda_backward(GemmaCudaModel *model, const float *dlogprobs, FimiError *err);
+// Both at once when dlogprobs (B, T, host) is known before the forward (SFT):
+// the LM head computes each chunk's logits once instead of twice
+// (lm_head_logprob_forward_backward_cuda). Same results, bitwise, as
+// gemma_cuda_forward then gemma_cuda_backward; logprobs (B, T) host or NULL.
+int gemma_cuda_forward_backward(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T,
+                                const float *dlogprobs, float *logprobs, FimiError *err);
 // Device views of the last forward: log-probs (B*T) fp32 and the final
 // norm's output (B*T, C) bf16, the LM head's input (for full logits with
 // lm_head_logits_cuda). NULL before the first forward.

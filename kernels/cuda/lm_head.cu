@@ -1,5 +1,6 @@
 // kernels/cuda/lm_head.cu: the fused LM head on the GPU (kernels/cuda/ops_cuda.h).
 // Defines lm_head_logprob_forward_cuda, lm_head_logprob_backward_cuda,
+// lm_head_logprob_forward_backward_cuda (both in one pass, for SFT),
 // lm_head_logits_cuda, and the scratch they share (ctx->lm_head_scratch,
 // freed by cuda_context_destroy).
 //
@@ -224,6 +225,41 @@ extern "C" void lm_head_logprob_backward_cuda(CudaContext *ctx, bf16 *dhidden, f
     // dhidden[r0 : r0 + rows] (rows, C) = dlogits (rows, V) @ wte (V, C)
     if (dhidden) gemm_bf16(ctx, dhidden + (size_t)r0 * C, GEMM_OUT_BF16, dl, wte, rows, C, V, 0, 0, 0);
     // dwte (V, C) += dlogits (rows, V)^T @ hidden_chunk (rows, C)
+    if (dwte) gemm_bf16(ctx, dwte, GEMM_OUT_F32, dl, hidden_chunk, V, C, rows, 1, 0, 1);
+  }
+}
+
+// Forward and backward in one pass over the chunks, for objectives whose
+// dlogprobs are known before the forward (SFT): per chunk one logits GEMM
+// instead of two (the backward's recompute). Every step is the one the
+// separate ops take, in the same order on the same chunks, so the results are
+// bitwise those of forward then backward.
+extern "C" void lm_head_logprob_forward_backward_cuda(CudaContext *ctx, float *logprobs, float *lse, bf16 *dhidden,
+                                                      float *dwte, const float *dlogprobs, const bf16 *hidden,
+                                                      const bf16 *wte, const int *targets, int N, int C, int V,
+                                                      float softcap) {
+  if (N <= 0) return;
+  if (V <= 0 || C <= 0) {  // the separate ops' edge cases, in their order
+    lm_head_logprob_forward_cuda(ctx, logprobs, lse, hidden, wte, targets, N, C, V, softcap);
+    lm_head_logprob_backward_cuda(ctx, dhidden, dwte, dlogprobs, hidden, wte, targets, lse, N, C, V, softcap);
+    return;
+  }
+  int R = chunk_rows(N, V);
+  float *logits = lm_head_scratch(ctx, scratch_bytes_for(R, V));  // (R, V)
+  __nv_bfloat16 *dlogits =                                        // (R, V)
+      (__nv_bfloat16 *)((char *)logits + align_up((size_t)R * V * sizeof(float), LM_HEAD_ALIGN));
+  for (int r0 = 0; r0 < N; r0 += R) {
+    int rows = N - r0 < R ? N - r0 : R;
+    const bf16 *hidden_chunk = hidden + (size_t)r0 * C;  // (rows, C)
+    gemm_bf16(ctx, logits, GEMM_OUT_F32, hidden_chunk, wte, rows, V, C, 0, 1, 0);
+    lm_head_forward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(logprobs + r0, lse + r0, logits,
+                                                                         targets + r0, V, softcap);
+    cuda_check_launch();
+    lm_head_backward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(dlogits, logits, targets + r0, lse + r0,
+                                                                          dlogprobs + r0, V, softcap);
+    cuda_check_launch();
+    const bf16 *dl = (const bf16 *)dlogits;
+    if (dhidden) gemm_bf16(ctx, dhidden + (size_t)r0 * C, GEMM_OUT_BF16, dl, wte, rows, C, V, 0, 0, 0);
     if (dwte) gemm_bf16(ctx, dwte, GEMM_OUT_F32, dl, hidden_chunk, V, C, rows, 1, 0, 1);
   }
 }

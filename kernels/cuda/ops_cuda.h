@@ -148,6 +148,12 @@ void lm_head_logprob_forward_cuda(CudaContext *ctx, float *logprobs, float *lse,
 void lm_head_logprob_backward_cuda(CudaContext *ctx, bf16 *dhidden, float *dwte, const float *dlogprobs,
                                    const bf16 *hidden, const bf16 *wte, const int *targets, const float *lse, int N,
                                    int C, int V, float softcap);
+// Both in one pass when dlogprobs is known before the forward (SFT): one
+// logits GEMM per chunk instead of two; logprobs, lse (N, required),
+// dhidden and dwte bitwise those of the forward then the backward.
+void lm_head_logprob_forward_backward_cuda(CudaContext *ctx, float *logprobs, float *lse, bf16 *dhidden, float *dwte,
+                                           const float *dlogprobs, const bf16 *hidden, const bf16 *wte,
+                                           const int *targets, int N, int C, int V, float softcap);
 // Full logits for a few rows (decode/sampling): logits (N, V) fp32, softcap applied.
 void lm_head_logits_cuda(CudaContext *ctx, float *logits, const bf16 *hidden, const bf16 *wte, int N, int C, int V,
                          float softcap);

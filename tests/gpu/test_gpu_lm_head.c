@@ -193,6 +193,28 @@ static void run_case(CudaContext *ctx, const LmHeadCase *lc, uint64_t seed) {
     gpu_report("lm_head_bwd dhidden", shape, e_dh, GPU_TOL_BF16, ms, 3.0 * flop / (ms * 1e9), 0.0);
     gpu_report("lm_head_bwd dwte", shape, e_dw, GPU_TOL_BF16, ms, 0.0, 0.0);
     gpu_report("lm_head_bwd dwte softmax part", shape, e_dw_soft, GPU_TOL_BF16, ms, 0.0, 0.0);
+
+    // fused forward + backward (SFT): bitwise the separate ops' results
+    cuda_fill_bytes(ctx, d_logprobs, 0xFF, (size_t)N * sizeof(float));
+    cuda_fill_bytes(ctx, d_lse, 0xFF, (size_t)N * sizeof(float));
+    cuda_fill_bytes(ctx, d_dhidden, 0xFF, n_h * sizeof(bf16));
+    cuda_upload_f32(ctx, d_dwte, dwte0, n_w);
+    lm_head_logprob_forward_backward_cuda(ctx, d_logprobs, d_lse, d_dhidden, d_dwte, d_dlogprobs, d_hidden, d_wte,
+                                          d_targets, N, C, V, cap);
+    float *fused_lp = host_from_f32(ctx, d_logprobs, (size_t)N), *fused_lse = host_from_f32(ctx, d_lse, (size_t)N);
+    float *fused_dh = host_from_bf16(ctx, d_dhidden, n_h), *fused_dw = host_from_f32(ctx, d_dwte, n_w);
+    int same = memcmp(fused_lp, got_lp, (size_t)N * sizeof(float)) == 0 &&
+               memcmp(fused_lse, got_lse, (size_t)N * sizeof(float)) == 0 &&
+               memcmp(fused_dh, got_dh, n_h * sizeof(float)) == 0 && memcmp(fused_dw, got_dw, n_w * sizeof(float)) == 0;
+    if (!same) printf("lm_head %s: fused forward+backward differs from forward then backward\n", shape);
+    gpu_timer_start(&t, ctx);
+    for (int r = 0; r < lc->reps; r++)
+      lm_head_logprob_forward_backward_cuda(ctx, d_logprobs, d_lse, d_dhidden, d_dwte, d_dlogprobs, d_hidden, d_wte,
+                                            d_targets, N, C, V, cap);
+    ms = gpu_timer_stop_ms(&t, ctx, lc->reps);
+    // error column: 0 when bitwise equal to the separate ops, else 1 (limit 0)
+    gpu_report("lm_head_fused_fwdbwd", shape, same ? 0.0 : 1.0, 0.0, ms, 3.0 * flop / (ms * 1e9), 0.0);
+    free(fused_lp), free(fused_lse), free(fused_dh), free(fused_dw);
     free(got_lp);
     free(got_lse);
     free(got_dh);

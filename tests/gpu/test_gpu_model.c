@@ -7,7 +7,8 @@
 // - the gradient of EVERY parameter tensor after one backward (max rel.
 //   error per tensor: one GPU_RESULT line per tensor for the tiny models,
 //   the worst tensor for gpu-100m, with every tensor's error printed as plain
-//   lines), and that a second backward ACCUMULATES (grad2 = 2 * grad1);
+//   lines), that a second backward ACCUMULATES (grad2 = 2 * grad1), and
+//   that the fused forward+backward (SFT) gives the same bits;
 // - the same checks with cuda.attention = cudnn on tiny (cuDNN's SDPA in
 //   forward and backward; skipped where libcudnn is missing);
 // - KV-cache decoding: token-by-token decode steps of two sequences (the
@@ -420,6 +421,26 @@ static void run_case(CudaContext *ctx, const ModelCase *mc) {
   gpu_report("model_grad_accumulates", shape, max_rel_error(g2, g1, np), TOL_ACCUMULATE, 0, 0, 0);
   printf("%s: GPU forward %.3f ms, backward %.3f ms, %.0f tokens/s\n", shape, fwd_ms, bwd_ms,
          N / (1e-3 * (fwd_ms + bwd_ms)));
+
+  // Fused forward+backward (SFT's path, one logits GEMM per LM-head chunk):
+  // from zeroed gradients, bitwise the separate forward then backward.
+  for (size_t i = 0; i < np; i++) g1[i] *= 0.5f;  // back to one backward's gradients (exact)
+  float *lp_fused = malloc((size_t)N * sizeof(float));
+  gemma_cuda_zero_grads(&gpu);
+  gpu_timer_start(&timer, ctx);
+  rc = gemma_cuda_forward_backward(&gpu, tokens, targets, B, T, dlogprobs, lp_fused, &err);
+  double fused_ms = gpu_timer_stop_ms(&timer, ctx, 1);
+  if (rc != 0) {
+    printf("%s: GPU fused forward+backward: %s\n", shape, err.message);
+    gpu_failures++;
+  } else {
+    gemma_cuda_download_grads(&gpu, g2);
+    int same = memcmp(lp_fused, lp_gpu, (size_t)N * sizeof(float)) == 0 && memcmp(g2, g1, np * sizeof(float)) == 0;
+    // error column: 0 when bitwise equal, else 1 (limit 0)
+    gpu_report("model_fused_fwdbwd_bitwise", shape, same ? 0.0 : 1.0, 0.0, fused_ms, 3 * flops / (fused_ms * 1e9), 0);
+    printf("%s: fused forward+backward %.3f ms (separate %.3f ms)\n", shape, fused_ms, fwd_ms + bwd_ms);
+  }
+  free(lp_fused);
 
   check_decode(&cpu, &gpu, mc, tokens, ref_logits, shape);
   if (mc->T >= 9) check_generate(&cpu, &gpu, tokens, mc->T, shape);
