@@ -62,10 +62,16 @@ struct AttentionKey {
 
 }  // namespace
 
+// One built graph and the workspace it needs.
+struct AttentionPlan {
+  std::shared_ptr<fe::graph::Graph> graph;
+  size_t workspace_bytes = 0;
+};
+
 struct CudnnAttention {
   cudnnHandle_t handle = nullptr;
-  std::map<AttentionKey, std::shared_ptr<fe::graph::Graph>> graphs;
-  void *workspace = nullptr;  // shared by every graph, grown to the largest
+  std::map<AttentionKey, AttentionPlan> plans;
+  void *workspace = nullptr;  // shared by every graph, grown to the largest run so far
   size_t workspace_bytes = 0;
 };
 
@@ -157,65 +163,83 @@ static int check_arguments(const AttentionKey &key, float softcap, FimiError *er
   return 0;
 }
 
-// Validation, then the frontend's build steps: lowering, heuristics (mode A:
-// cuDNN's fast heuristic), support check, compiling the chosen plan.
+// Validation, then the frontend's build steps: lowering, heuristics (mode A,
+// cuDNN's fast heuristic, then its fallback list), support check, compiling
+// the chosen plan.
 static fe::error_t graph_build(fe::graph::Graph &graph, cudnnHandle_t handle) {
   if (auto status = graph.validate(); status.is_bad()) return status;
   if (auto status = graph.build_operation_graph(handle); status.is_bad()) return status;
-  if (auto status = graph.create_execution_plans({fe::HeurMode_t::A}); status.is_bad()) return status;
+  if (auto status = graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}); status.is_bad())
+    return status;
   if (auto status = graph.check_support(handle); status.is_bad()) return status;
   return graph.build_plans(handle);
 }
 
-// Builds the cached graph on first use; the frontend throws on a missing
-// symbol of the loaded cuDNN, hence the try.
-static int attention_graph_ready(CudaContext *ctx, const AttentionKey &key, fe::graph::Graph **out, FimiError *err) {
+// The shared workspace grown to `bytes` (checked before every run: a graph
+// built while a larger allocation failed must not run on a smaller buffer).
+static int workspace_reserve(CudaContext *ctx, CudnnAttention *state, size_t bytes, FimiError *err) {
+  if (bytes <= state->workspace_bytes) return 0;
+  cuda_free(state->workspace);  // cudaFree waits for the device: no run still uses it
+  state->workspace = nullptr;
+  state->workspace_bytes = 0;
+  void *memory = nullptr;
+  if (cuda_malloc(&memory, bytes, err) != 0)
+    return fimi_fail_wrap(err, "cuDNN attention workspace of %zu MiB on device %d", bytes >> 20, ctx->device);
+  state->workspace = memory;
+  state->workspace_bytes = bytes;
+  return 0;
+}
+
+// The context's cuDNN handle, created on first use on the context's stream.
+static int cudnn_state(CudaContext *ctx, CudnnAttention **out, FimiError *err) {
+  if (!ctx->cudnn_attention) {
+    std::unique_ptr<CudnnAttention> state(new CudnnAttention());
+    cudnnStatus_t status = fe::detail::create_handle(&state->handle);
+    if (status != CUDNN_STATUS_SUCCESS)
+      return fimi_fail(err, "cuDNN attention: cudnnCreate on device %d failed (status %d)", ctx->device, (int)status);
+    status = fe::detail::set_stream(state->handle, ctx->stream);
+    if (status != CUDNN_STATUS_SUCCESS) {
+      fe::detail::destroy_handle(state->handle);
+      return fimi_fail(err, "cuDNN attention: cudnnSetStream failed (status %d)", (int)status);
+    }
+    ctx->cudnn_attention = state.release();
+  }
+  *out = ctx->cudnn_attention;
+  return 0;
+}
+
+// The plan of `key`, built and cached on first use; the frontend throws on a
+// symbol missing from the loaded cuDNN, hence the try.
+static int attention_plan(CudaContext *ctx, const AttentionKey &key, AttentionPlan **out, FimiError *err) {
   *out = nullptr;
   if (cudnn_library_load(err) != 0) return -1;
   try {
-    if (!ctx->cudnn_attention) {
-      auto *state = new CudnnAttention();
-      if (fe::detail::create_handle(&state->handle) != CUDNN_STATUS_SUCCESS) {
-        delete state;
-        return fimi_fail(err, "cuDNN attention: cudnnCreate failed on device %d", ctx->device);
-      }
-      fe::detail::set_stream(state->handle, ctx->stream);
-      ctx->cudnn_attention = state;
+    CudnnAttention *state = nullptr;
+    if (cudnn_state(ctx, &state, err) != 0) return -1;
+    auto found = state->plans.find(key);
+    if (found == state->plans.end()) {
+      AttentionPlan plan;
+      plan.graph = attention_graph(key, 0);
+      if (fe::error_t status = graph_build(*plan.graph, state->handle); status.is_bad())
+        return frontend_fail(err, key.backward ? "backward graph" : "forward graph", key, status);
+      int64_t bytes = 0;
+      if (fe::error_t status = plan.graph->get_workspace_size(bytes); status.is_bad())
+        return frontend_fail(err, "workspace size", key, status);
+      plan.workspace_bytes = (size_t)bytes;
+      found = state->plans.emplace(key, plan).first;
     }
-    CudnnAttention *state = ctx->cudnn_attention;
-    auto found = state->graphs.find(key);
-    if (found != state->graphs.end()) {
-      *out = found->second.get();
-      return 0;
-    }
-    auto graph = attention_graph(key, 0);
-    if (fe::error_t status = graph_build(*graph, state->handle); status.is_bad())
-      return frontend_fail(err, key.backward ? "backward graph" : "forward graph", key, status);
-    int64_t bytes = 0;
-    if (fe::error_t status = graph->get_workspace_size(bytes); status.is_bad())
-      return frontend_fail(err, "workspace size", key, status);
-    if ((size_t)bytes > state->workspace_bytes) {
-      if (state->workspace) cudaFree(state->workspace);  // cudaFree waits for the device
-      state->workspace = nullptr;
-      state->workspace_bytes = 0;
-      cudaError_t cstatus = cudaMalloc(&state->workspace, (size_t)bytes);
-      if (cstatus != cudaSuccess)
-        return fimi_fail(err, "cuDNN attention: cudaMalloc of a %lld-byte workspace: %s", (long long)bytes,
-                         cudaGetErrorString(cstatus));
-      state->workspace_bytes = (size_t)bytes;
-    }
-    *out = graph.get();
-    state->graphs[key] = graph;
+    if (workspace_reserve(ctx, state, found->second.workspace_bytes, err) != 0) return -1;
+    *out = &found->second;
     return 0;
   } catch (const std::exception &e) {
     return fimi_fail(err, "cuDNN attention: %s", e.what());
   }
 }
 
-static int attention_graph_run(CudaContext *ctx, fe::graph::Graph *graph, std::unordered_map<int64_t, void *> &pack,
-                               const AttentionKey &key, FimiError *err) {
+static int attention_plan_run(CudaContext *ctx, AttentionPlan *plan, std::unordered_map<int64_t, void *> &pack,
+                              const AttentionKey &key, FimiError *err) {
   try {
-    if (fe::error_t status = graph->execute(ctx->cudnn_attention->handle, pack, ctx->cudnn_attention->workspace);
+    if (fe::error_t status = plan->graph->execute(ctx->cudnn_attention->handle, pack, ctx->cudnn_attention->workspace);
         status.is_bad())
       return frontend_fail(err, "run", key, status);
   } catch (const std::exception &e) {
@@ -224,33 +248,38 @@ static int attention_graph_run(CudaContext *ctx, fe::graph::Graph *graph, std::u
   return 0;
 }
 
+// The cache key: a window that masks nothing (>= T) is the plain causal graph.
+static AttentionKey attention_key(int backward, int B, int T, int nh, int nkv, int hd, int window, float scale) {
+  return AttentionKey{backward, B, T, nh, nkv, hd, window > 0 && window < T ? window : 0, scale};
+}
+
 extern "C" int attention_forward_cudnn(CudaContext *ctx, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                                        const bf16 *v, int B, int T, int nh, int nkv, int hd, int window, float softcap,
                                        float scale, FimiError *err) {
-  AttentionKey key = {0, B, T, nh, nkv, hd, window, scale};
-  fe::graph::Graph *graph = nullptr;
-  if (check_arguments(key, softcap, err) != 0 || attention_graph_ready(ctx, key, &graph, err) != 0) return -1;
+  AttentionKey key = attention_key(0, B, T, nh, nkv, hd, window, scale);
+  AttentionPlan *plan = nullptr;
+  if (check_arguments(key, softcap, err) != 0 || attention_plan(ctx, key, &plan, err) != 0) return -1;
   std::unordered_map<int64_t, void *> pack = {
       {UID_Q, (void *)q}, {UID_K, (void *)k}, {UID_V, (void *)v}, {UID_O, out}, {UID_STATS, lse}};
-  return attention_graph_run(ctx, graph, pack, key, err);
+  return attention_plan_run(ctx, plan, pack, key, err);
 }
 
 extern "C" int attention_backward_cudnn(CudaContext *ctx, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                                         const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out,
                                         const float *lse, int B, int T, int nh, int nkv, int hd, int window,
                                         float softcap, float scale, FimiError *err) {
-  AttentionKey key = {1, B, T, nh, nkv, hd, window, scale};
-  fe::graph::Graph *graph = nullptr;
-  if (check_arguments(key, softcap, err) != 0 || attention_graph_ready(ctx, key, &graph, err) != 0) return -1;
+  AttentionKey key = attention_key(1, B, T, nh, nkv, hd, window, scale);
+  AttentionPlan *plan = nullptr;
+  if (check_arguments(key, softcap, err) != 0 || attention_plan(ctx, key, &plan, err) != 0) return -1;
   std::unordered_map<int64_t, void *> pack = {{UID_Q, (void *)q},      {UID_K, (void *)k},       {UID_V, (void *)v},
                                               {UID_O, (void *)out},    {UID_DO, (void *)dout},   {UID_STATS, (void *)lse},
                                               {UID_DQ, dq},            {UID_DK, dk},             {UID_DV, dv}};
-  return attention_graph_run(ctx, graph, pack, key, err);
+  return attention_plan_run(ctx, plan, pack, key, err);
 }
 
 extern "C" int attention_cudnn_check(int backward, int B, int T, int nh, int nkv, int hd, int window, float softcap,
                                      float scale, FimiError *err) {
-  AttentionKey key = {backward, B, T, nh, nkv, hd, window, scale};
+  AttentionKey key = attention_key(backward, B, T, nh, nkv, hd, window, scale);
   if (check_arguments(key, softcap, err) != 0 || cudnn_library_load(err) != 0) return -1;
   try {
     auto graph = attention_graph(key, 90);  // the build's target (sm_90a), instead of asking a device
@@ -265,9 +294,13 @@ extern "C" int attention_cudnn_check(int backward, int B, int T, int nh, int nkv
 void attention_cudnn_release(CudaContext *ctx) {
   CudnnAttention *state = ctx->cudnn_attention;
   if (!state) return;
-  state->graphs.clear();
-  if (state->workspace) cudaFree(state->workspace);
-  if (state->handle) fe::detail::destroy_handle(state->handle);
+  try {  // destructors reach cuDNN through the frontend, which may throw
+    state->plans.clear();
+    if (state->handle) fe::detail::destroy_handle(state->handle);
+  } catch (const std::exception &e) {
+    fprintf(stderr, "fimi: releasing cuDNN attention: %s\n", e.what());
+  }
+  cuda_free(state->workspace);
   delete state;
   ctx->cudnn_attention = nullptr;
 }

@@ -334,6 +334,9 @@ static void run_case(CudaContext *ctx, const ModelCase *mc) {
   double fwd_ms = gpu_timer_stop_ms(&timer, ctx, 1);
   if (rc != 0 && (strstr(err.message, "cannot load") || strstr(err.message, "built without"))) {
     printf("%s: skipped: %s\n", shape, err.message);  // this machine lacks cuDNN
+    free(tokens), free(targets), free(dlogprobs), free(lp_cpu), free(lp_gpu), free(lp_gpu2);
+    gemma_cuda_free(&gpu);
+    gemma_model_free(&cpu);
     return;
   }
   if (rc != 0) {
