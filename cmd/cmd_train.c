@@ -557,9 +557,8 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
     rc = run_sharded(t, &model, comm, &train, have_eval ? &eval : NULL, err);
   } else {
     if (rc == 0 && t->device == DEVICE_CUDA) {
-      rc = cuda_trainer_create(&gpu, &model, &t->adamw, &t->rules, t->loop.rng_seed, t->cuda_attention, &state, err);
-      if (rc == 0 && t->recompute)
-        log_warn("model.recompute is not built on the GPU: every layer keeps its activations");
+      CudaTrainerOptions options = {t->cuda_attention, t->recompute};
+      rc = cuda_trainer_create(&gpu, &model, &t->adamw, &t->rules, t->loop.rng_seed, &options, &state, err);
       if (rc == 0 && !strcmp(t->objective, "dpo") && t->reference == DPO_REFERENCE_MODEL)
         log_warn("dpo.reference = model: the reference model runs on the CPU (slow); "
                  "dpo.reference = precomputed computes it once instead");

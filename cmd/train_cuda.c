@@ -43,14 +43,15 @@ static int gpu_all_reduce_sum(void *ctx, double *data, int count, FimiError *err
 }
 
 int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
-                        uint64_t seed, const char *attention, TrainState *state, FimiError *err) {
+                        uint64_t seed, const CudaTrainerOptions *options, TrainState *state, FimiError *err) {
   *out = NULL;
   CudaTrainer *t = fimi_calloc(1, sizeof *t, err);
   if (!t) return -1;
   int rc = cuda_context_create(&t->ctx, 0, err);
   if (rc == 0) rc = gemma_cuda_create(&t->gpu, &model->config, t->ctx, err);
   t->have_gpu = rc == 0;
-  if (rc == 0) rc = gemma_cuda_set_attention(&t->gpu, attention, err);
+  if (rc == 0) rc = gemma_cuda_set_attention(&t->gpu, options->attention, err);
+  if (rc == 0) gemma_cuda_set_recompute(&t->gpu, options->recompute);
   if (rc == 0) rc = cuda_train_state_init(&t->state, &t->gpu, model, adamw, rules, seed, err);
   t->have_state = rc == 0;
   if (rc != 0) {
@@ -80,8 +81,8 @@ void cuda_trainer_free(CudaTrainer *t) {
 #else  // no CUDA backend
 
 int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
-                        uint64_t seed, const char *attention, TrainState *state, FimiError *err) {
-  (void)model, (void)adamw, (void)rules, (void)seed, (void)attention, (void)state;
+                        uint64_t seed, const CudaTrainerOptions *options, TrainState *state, FimiError *err) {
+  (void)model, (void)adamw, (void)rules, (void)seed, (void)options, (void)state;
   *out = NULL;
   return device_require(DEVICE_CUDA, err);  // says "built without CUDA"
 }

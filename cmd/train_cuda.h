@@ -17,12 +17,17 @@
 
 typedef struct CudaTrainer CudaTrainer;
 
+// The config keys the GPU model takes (model/gemma_cuda.h).
+typedef struct CudaTrainerOptions {
+  const char *attention;  // cuda.attention: "fimi" or "cudnn" (gemma_cuda_set_attention)
+  int recompute;          // model.recompute (gemma_cuda_set_recompute)
+} CudaTrainerOptions;
+
 // Uploads model (the loaded fp32 weights) to GPU 0 and makes *state a
 // TrainState on it (state->model = model: the checkpoint target).
-// seed: train.seed (the stochastic rounding of the bf16 weights);
-// attention: cuda.attention ("fimi" or "cudnn", gemma_cuda_set_attention).
+// seed: train.seed (the stochastic rounding of the bf16 weights).
 int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
-                        uint64_t seed, const char *attention, TrainState *state, FimiError *err);
+                        uint64_t seed, const CudaTrainerOptions *options, TrainState *state, FimiError *err);
 // Points an objective (after its init) at the GPU model.
 void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft);
 void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo);

@@ -6,7 +6,6 @@
 // device-to-device copies of new keys/values into the KV cache.
 #ifdef FIMI_HAVE_CUDA
 
-#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,10 +111,12 @@ static void carve_layer(Carver *c, CudaLayerActs *a, const GemmaConfig *cfg, siz
   a->mlp_rstd = carve_f32(c, N);
 }
 
-static size_t carve_forward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *cfg, size_t N) {
+// sets: L (every layer keeps its activations) or 1 (recompute: the layer
+// being run or recomputed uses the only set).
+static size_t carve_forward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *cfg, size_t N, size_t sets) {
   size_t C = cfg->hidden_size, L = cfg->num_hidden_layers;
   acts->residual = carve_bf16(c, (L + 1) * N * C);
-  for (size_t l = 0; l < L; l++) {
+  for (size_t l = 0; l < sets; l++) {
     CudaLayerActs scratch;
     carve_layer(c, acts->sets ? &acts->sets[l] : &scratch, cfg, N);
   }
@@ -169,16 +170,17 @@ static int ensure_activations(GemmaCudaModel *model, int N, FimiError *err) {
   if (!acts) return -1;
   model->acts = acts;
   acts->capacity = N;
-  acts->sets = fimi_calloc((size_t)cfg->num_hidden_layers, sizeof(CudaLayerActs), err);
+  size_t sets = model->recompute ? 1 : (size_t)cfg->num_hidden_layers;
+  acts->sets = fimi_calloc(sets, sizeof(CudaLayerActs), err);
   acts->host_positions = acts->sets ? fimi_calloc((size_t)N, sizeof(int), err) : NULL;
   if (!acts->host_positions) goto fail;
   Carver count = {NULL, 0};
-  size_t bytes = carve_forward(&count, acts, cfg, (size_t)N);
+  size_t bytes = carve_forward(&count, acts, cfg, (size_t)N, sets);
   void *memory = NULL;
   if (cuda_malloc(&memory, bytes, err) != 0) goto fail;
   acts->memory = memory;
   Carver assign = {memory, 0};
-  carve_forward(&assign, acts, cfg, (size_t)N);
+  carve_forward(&assign, acts, cfg, (size_t)N, sets);
   return 0;
 fail:
   acts_free(model);
@@ -238,6 +240,13 @@ int gemma_cuda_set_attention(GemmaCudaModel *model, const char *name, FimiError 
                      cfg->attn_logit_softcapping);
   model->attention = GEMMA_CUDA_ATTENTION_CUDNN;
   return 0;
+}
+
+void gemma_cuda_set_recompute(GemmaCudaModel *model, int recompute) {
+  recompute = recompute != 0;
+  if (model->recompute == recompute) return;
+  acts_free(model);  // the next forward carves L sets or one
+  model->recompute = recompute;
 }
 
 void gemma_cuda_free(GemmaCudaModel *model) {
@@ -387,6 +396,11 @@ static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *tar
   return 0;
 }
 
+// Layer l's activations: its own set, or with recompute the only one.
+static CudaLayerActs *layer_acts(GemmaCudaModel *model, int l) {
+  return &model->acts->sets[model->recompute ? 0 : l];
+}
+
 // The forward up to the LM head's input: acts->final_norm (N, C), with every
 // activation the backward needs. Uploads tokens, targets and positions.
 static int forward_to_final_norm(GemmaCudaModel *model, const int *tokens, const int *targets, int B, int T,
@@ -408,7 +422,7 @@ static int forward_to_final_norm(GemmaCudaModel *model, const int *tokens, const
   const bf16 *norm_w = model->params + (size_t)V * C;  // (C)
   embedding_forward_cuda(ctx, residual_at(acts, cfg, 0), acts->tokens, wte, N, C, model->embed_scale);
   for (int l = 0; l < L; l++)
-    if (layer_forward(model, l, gemma_cuda_layer_params(model, l), &acts->sets[l], residual_at(acts, cfg, l),
+    if (layer_forward(model, l, gemma_cuda_layer_params(model, l), layer_acts(model, l), residual_at(acts, cfg, l),
                       residual_at(acts, cfg, l + 1), B, T, err) != 0)
       return -1;
   rmsnorm_forward_cuda(ctx, acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
@@ -516,10 +530,18 @@ static int backward_from_final_norm(GemmaCudaModel *model, FimiError *err) {
   float *dwte = model->grads, *dnorm_w = model->grads + (size_t)V * C;
   rmsnorm_backward_cuda(ctx, acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N,
                         C);
-  for (int l = L - 1; l >= 0; l--)
-    if (layer_backward(model, l, gemma_cuda_layer_params(model, l), layer_grads(model, l), &acts->sets[l],
-                       residual_at(acts, cfg, l), B, T, err) != 0)
+  for (int l = L - 1; l >= 0; l--) {
+    const bf16 *w = gemma_cuda_layer_params(model, l);
+    // Recompute: the layer's forward again from its saved input, into the
+    // only set. Its output goes to dA, free until layer_backward, so the
+    // saved residual stream stays untouched. Deterministic ops: the same bits.
+    if (model->recompute &&
+        layer_forward(model, l, w, layer_acts(model, l), residual_at(acts, cfg, l), acts->dA, B, T, err) != 0)
       return -1;
+    if (layer_backward(model, l, w, layer_grads(model, l), layer_acts(model, l), residual_at(acts, cfg, l), B, T,
+                       err) != 0)
+      return -1;
+  }
   // The tied embedding gets the input-side gradient on top of the LM head's.
   embedding_backward_cuda(ctx, dwte, acts->dres, acts->tokens, N, C, V, model->embed_scale, cfg->pad_token_id);
   return 0;
@@ -658,18 +680,12 @@ static void write_cache_rows(GemmaCudaModel *model, const GemmaCudaKVCache *cach
                              const bf16 *rows, const int *ids, const int *positions, int n) {
   size_t S = (size_t)cache->capacity;
   size_t kvd = (size_t)model->config.num_key_value_heads * model->config.head_dim;
-  cudaStream_t stream = (cudaStream_t)cuda_context_stream(model->ctx);
   for (int i = 0; i < n;) {
     int run = 1;
     while (i + run < n && ids[i + run] == ids[i] + run && positions[i + run] == positions[i]) run++;
     bf16 *dst = layer_cache + ((size_t)ids[i] * S + (size_t)positions[i]) * kvd;
-    cudaError_t status = cudaMemcpy2DAsync(dst, S * kvd * sizeof(bf16), rows + (size_t)i * kvd, kvd * sizeof(bf16),
-                                           kvd * sizeof(bf16), (size_t)run, cudaMemcpyDeviceToDevice, stream);
-    if (status != cudaSuccess) {
-      // As the ops do: a failed copy between valid device buffers is a device error.
-      fprintf(stderr, "fimi: CUDA error in the KV-cache write: %s\n", cudaGetErrorString(status));
-      exit(EXIT_FAILURE);
-    }
+    cuda_copy_rows(model->ctx, dst, S * kvd * sizeof(bf16), rows + (size_t)i * kvd, kvd * sizeof(bf16),
+                   kvd * sizeof(bf16), (size_t)run);
     i += run;
   }
 }

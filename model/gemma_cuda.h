@@ -14,9 +14,9 @@
 // offsets, so an upload is one cast per CPU buffer and a download gives the
 // CPU model's gradient layout (gemma_cuda_tensor_offset maps a GemmaTensor).
 //
-// First version: every layer keeps its activations (no recompute: at
-// gemma3-4b, B*T = 4096 they take ~15 GB in bf16, well inside an H200), no
-// layer hooks (ZeRO-3 on GPU comes later).
+// By default every layer keeps its activations (at gemma3-4b, B*T = 4096
+// they take ~15 GB in bf16, well inside an H200); gemma_cuda_set_recompute
+// keeps one layer's. No layer hooks (ZeRO-3 on GPU comes later).
 // Only compiled with the CUDA backend (FIMI_HAVE_CUDA).
 #ifndef FIMI_MODEL_GEMMA_CUDA_H
 #define FIMI_MODEL_GEMMA_CUDA_H
@@ -42,6 +42,7 @@ typedef enum { GEMMA_CUDA_ATTENTION_FIMI = 0, GEMMA_CUDA_ATTENTION_CUDNN } Gemma
 typedef struct GemmaCudaModel {
   GemmaConfig config;
   GemmaCudaAttention attention;  // GEMMA_CUDA_ATTENTION_FIMI unless gemma_cuda_set_attention says otherwise
+  int recompute;                 // 1: one layer's activations kept, recomputed in backward
   CudaContext *ctx;      // not owned: the caller creates and destroys it
   size_t globals_numel;  // V*C + C
   size_t layer_numel;    // GemmaLayerOffsets.numel
@@ -59,6 +60,12 @@ void gemma_cuda_free(GemmaCudaModel *model);
 // model (Gemma 2); whether cuDNN loads and supports each shape is known at
 // the first forward / backward, which then fails with cuDNN's reason.
 int gemma_cuda_set_attention(GemmaCudaModel *model, const char *name, FimiError *err);
+// `model.recompute`: keep only the residual stream (each layer's input) and
+// one layer's activations; the backward runs each layer's forward again
+// before its backward. Memory: (L + 1) * N * C plus ONE layer's activations
+// instead of L; time: one more forward per step. Results are bitwise the same
+// (every op is deterministic). Changing it drops the activations.
+void gemma_cuda_set_recompute(GemmaCudaModel *model, int recompute);
 // Copies a CPU model's fp32 parameters (same config) into the bf16 device
 // weights, rounding to nearest even. Fails if the configs differ or a CPU
 // layer buffer is absent (freed by ZeRO-3).

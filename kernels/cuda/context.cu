@@ -2,7 +2,7 @@
 // kernels/cuda/ops_cuda.h. Defines cuda_context_create/destroy/sync/stream,
 // cuda_malloc/cuda_free, the bf16 and fp32
 // upload/download helpers (host-side fp32 <-> bf16 conversion through a
-// bounded staging buffer) and cuda_fill_bytes.
+// bounded staging buffer), cuda_fill_bytes and cuda_copy_rows.
 //
 // cuda_context_create is where a user arrives with --device cuda, so every
 // failure there (no device, driver mismatch, out of memory) is a FimiError,
@@ -218,4 +218,11 @@ extern "C" void cuda_upload_i32(CudaContext *ctx, int *dst, const int *src, size
 extern "C" void cuda_fill_bytes(CudaContext *ctx, void *dst, int byte, size_t n) {
   if (n == 0) return;
   cuda_check(cudaMemsetAsync(dst, byte, n, ctx->stream));
+}
+
+extern "C" void cuda_copy_rows(CudaContext *ctx, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                               size_t row_bytes, size_t rows) {
+  if (rows == 0 || row_bytes == 0) return;
+  cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
+                               ctx->stream));
 }

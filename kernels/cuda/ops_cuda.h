@@ -54,6 +54,10 @@ void cuda_download_f32(CudaContext *ctx, float *dst, const float *src, size_t n)
 void cuda_upload_i32(CudaContext *ctx, int *dst, const int *src, size_t n);
 // Fills n bytes with `byte` (tests poison outputs with 0xFF = NaN in bf16 and fp32).
 void cuda_fill_bytes(CudaContext *ctx, void *dst, int byte, size_t n);
+// Device-to-device copy of `rows` rows of row_bytes, row r from src + r *
+// src_pitch to dst + r * dst_pitch (bytes), on ctx's stream.
+void cuda_copy_rows(CudaContext *ctx, void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes,
+                    size_t rows);
 
 // ---- casts and elementwise (kernels/cuda/elementwise.cu) ----
 void cast_f32_to_bf16_cuda(CudaContext *ctx, bf16 *out, const float *inp, size_t n);

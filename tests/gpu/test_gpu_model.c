@@ -8,7 +8,8 @@
 //   error per tensor: one GPU_RESULT line per tensor for the tiny models,
 //   the worst tensor for gpu-100m, with every tensor's error printed as plain
 //   lines), that a second backward ACCUMULATES (grad2 = 2 * grad1), and
-//   that the fused forward+backward (SFT) gives the same bits;
+//   that the fused forward+backward (SFT) and the recomputing backward
+//   (model.recompute) give the same bits;
 // - the same checks with cuda.attention = cudnn on tiny (cuDNN's SDPA in
 //   forward and backward; skipped where libcudnn is missing);
 // - KV-cache decoding: token-by-token decode steps of two sequences (the
@@ -443,6 +444,25 @@ static void run_case(CudaContext *ctx, const ModelCase *mc) {
     gpu_report("model_fused_fwdbwd_bitwise", shape, same ? 0.0 : 1.0, 0.0, fused_ms, 3 * flops / (fused_ms * 1e9), 0);
     printf("%s: fused forward+backward %.3f ms (separate %.3f ms)\n", shape, fused_ms, fwd_ms + bwd_ms);
   }
+
+  // Recompute (model.recompute): one layer's activations kept, each layer's
+  // forward run again in backward; bitwise the same log-probs and gradients.
+  gemma_cuda_set_recompute(&gpu, 1);
+  gemma_cuda_zero_grads(&gpu);
+  gpu_timer_start(&timer, ctx);
+  rc = gemma_cuda_forward(&gpu, tokens, targets, B, T, lp_fused, &err);
+  if (rc == 0) rc = gemma_cuda_backward(&gpu, dlogprobs, &err);
+  double recompute_ms = gpu_timer_stop_ms(&timer, ctx, 1);
+  if (rc != 0) {
+    printf("%s: GPU recompute forward+backward: %s\n", shape, err.message);
+    gpu_failures++;
+  } else {
+    gemma_cuda_download_grads(&gpu, g2);
+    int same = memcmp(lp_fused, lp_gpu, (size_t)N * sizeof(float)) == 0 && memcmp(g2, g1, np * sizeof(float)) == 0;
+    gpu_report("model_recompute_bitwise", shape, same ? 0.0 : 1.0, 0.0, recompute_ms,
+               4 * flops / (recompute_ms * 1e9), 0);
+  }
+  gemma_cuda_set_recompute(&gpu, 0);
   free(lp_fused);
 
   check_decode(&cpu, &gpu, mc, tokens, ref_logits, shape);
