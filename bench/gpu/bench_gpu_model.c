@@ -1,8 +1,9 @@
 // bench/gpu/bench_gpu_model.c: one training step's forward + backward of a
 // whole Gemma model on the GPU (model/gemma_cuda.c), default gemma3-4b at
 // B = 1, T = 4096 (T = 2048 if the activations do not fit). Prints
-// GPU_RESULT lines (tests/gpu/gpu_test.h) for the forward and for forward +
-// backward: time, tokens/s and MFU.
+// GPU_RESULT lines (tests/gpu/gpu_test.h) for the forward, for forward +
+// backward, and for SFT's step (forward + backward with the fused LM head,
+// gemma_cuda_forward_backward): time, tokens/s and MFU.
 //
 // Usage: bench_gpu_model [preset [B [T]]].
 //
@@ -86,6 +87,10 @@ static int bench(CudaContext *ctx, GemmaCudaModel *m, const char *preset, int B,
     gemma_cuda_backward(m, dlogprobs, &err);
   }
   double step_ms = gpu_timer_stop_ms(&timer, ctx, reps);
+  // SFT's step: the same with the LM head fused (one logits GEMM per chunk).
+  gpu_timer_start(&timer, ctx);
+  for (int r = 0; r < reps; r++) gemma_cuda_forward_backward(m, tokens, targets, B, T, dlogprobs, NULL, &err);
+  double sft_ms = gpu_timer_stop_ms(&timer, ctx, reps);
   if (cuda_context_sync(ctx, &err) != 0) {
     printf("%s B%d T%d: %s\n", preset, B, T, err.message);
     goto done;
@@ -96,10 +101,13 @@ static int bench(CudaContext *ctx, GemmaCudaModel *m, const char *preset, int B,
   snprintf(shape, sizeof shape, "%s B%d T%d", preset, B, T);
   gpu_report("model_forward", shape, -1, 0, fwd_ms, N * fpt / 3.0 / (fwd_ms * 1e9), 0);
   gpu_report("model_fwd_bwd", shape, -1, 0, step_ms, N * fpt / (step_ms * 1e9), 0);
+  gpu_report("model_fwd_bwd_fused_sft", shape, -1, 0, sft_ms, N * fpt / (sft_ms * 1e9), 0);
   printf("%s: forward %.1f ms, forward+backward %.1f ms, %.0f tokens/s, %.3g GFLOP/token (6N = %.3g), MFU %.1f%% "
          "of %.0f TFLOP/s\n",
          shape, fwd_ms, step_ms, tok_s, fpt / 1e9, 6.0 * (double)gemma_config_param_count(cfg) / 1e9, 100 * mfu,
          H200_BF16_PEAK / 1e12);
+  printf("%s: SFT step with the fused LM head %.1f ms, %.0f tokens/s, MFU %.1f%%\n", shape, sft_ms,
+         N / (sft_ms * 1e-3), 100 * N / (sft_ms * 1e-3) * fpt / H200_BF16_PEAK);
   rc = 0;
 done:
   free(tokens);
