@@ -2,8 +2,8 @@
 // the CUDA backend (see gemma_cuda.h), written out layer by layer in the
 // same op order as model/gemma.c and model/decode.c, calling the *_cuda ops
 // of kernels/cuda/ops_cuda.h. Defines GemmaCudaActs and the device memory
-// it carves. Plain C: the only direct CUDA runtime calls are the
-// device-to-device copies of new keys/values into the KV cache.
+// it carves. Plain C with no CUDA header: every device operation goes
+// through ops_cuda.h, so tests/standin/ can run this file on the host.
 #ifdef FIMI_HAVE_CUDA
 
 #include <stdio.h>
@@ -377,20 +377,20 @@ static bf16 *residual_at(GemmaCudaActs *acts, const GemmaConfig *cfg, int l) {
 
 // As check_batch in gemma.c: ids validated on the host before any upload.
 static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *targets, int B, int T, FimiError *err) {
-  if (B <= 0 || T <= 0) return fimi_fail(err, "gemma_cuda_forward: batch %d x %d must be positive", B, T);
+  if (B <= 0 || T <= 0) return fimi_fail(err, "batch %d x %d must be positive", B, T);
   long long width = cfg->hidden_size;
   if (cfg->intermediate_size > width) width = cfg->intermediate_size;
   if ((long long)cfg->num_attention_heads * cfg->head_dim > width)
     width = (long long)cfg->num_attention_heads * cfg->head_dim;
   if ((long long)B * T > 0x7fffffffLL / width)
-    return fimi_fail(err, "gemma_cuda_forward: batch %d x %d is too large", B, T);
+    return fimi_fail(err, "batch %d x %d is too large", B, T);
   int V = cfg->vocab_size;
   for (long i = 0; i < (long)B * T; i++) {
     if (tokens[i] < 0 || tokens[i] >= V)
-      return fimi_fail(err, "gemma_cuda_forward: token %d at row %ld, column %ld is outside the vocabulary [0, %d)",
+      return fimi_fail(err, "token %d at row %ld, column %ld is outside the vocabulary [0, %d)",
                        tokens[i], i / T, i % T, V);
     if (targets[i] < -1 || targets[i] >= V)
-      return fimi_fail(err, "gemma_cuda_forward: target %d at row %ld, column %ld is outside [-1, %d)", targets[i],
+      return fimi_fail(err, "target %d at row %ld, column %ld is outside [-1, %d)", targets[i],
                        i / T, i % T, V);
   }
   return 0;
