@@ -55,6 +55,11 @@ static size_t scratch_bytes_for(int R, int V) {
   return align_up(cells * sizeof(float), LM_HEAD_ALIGN) + cells * sizeof(__nv_bfloat16);
 }
 
+// The bf16 dlogits part of the scratch, after R rows of fp32 logits.
+static __nv_bfloat16 *scratch_dlogits(float *logits, int R, int V) {
+  return (__nv_bfloat16 *)((char *)logits + align_up((size_t)R * V * sizeof(float), LM_HEAD_ALIGN));
+}
+
 // Rows per chunk for N rows of vocab V: as many as fit the bound (at least
 // one), at most N, at most FIMI_LM_HEAD_ROWS when that is set.
 static int chunk_rows(int N, int V) {
@@ -106,6 +111,16 @@ __device__ __forceinline__ float block_reduce_max(float x, float *shared) {
   __syncthreads();
   x = lane < warps ? shared[lane] : -INFINITY;
   return warp_reduce_max(x);
+}
+
+// The two GEMMs after one chunk's dlogits (rows, V):
+// dhidden_chunk (rows, C) = dlogits @ wte (bf16 out), dwte (V, C) +=
+// dlogits^T @ hidden_chunk (fp32, accumulated); either output may be NULL.
+static void chunk_backward_gemms(CudaContext *ctx, bf16 *dhidden_chunk, float *dwte, const __nv_bfloat16 *dlogits,
+                                 const bf16 *hidden_chunk, const bf16 *wte, int rows, int C, int V) {
+  const bf16 *dl = (const bf16 *)dlogits;
+  if (dhidden_chunk) gemm_bf16(ctx, dhidden_chunk, GEMM_OUT_BF16, dl, wte, rows, C, V, 0, 0, 0);
+  if (dwte) gemm_bf16(ctx, dwte, GEMM_OUT_F32, dl, hidden_chunk, V, C, rows, 1, 0, 1);
 }
 
 // One block per row of the chunk. logprobs (rows), lse (rows) or NULL,
@@ -211,8 +226,7 @@ extern "C" void lm_head_logprob_backward_cuda(CudaContext *ctx, bf16 *dhidden, f
   if (!dhidden && !dwte) return;
   int R = chunk_rows(N, V);
   float *logits = lm_head_scratch(ctx, scratch_bytes_for(R, V));  // (R, V)
-  __nv_bfloat16 *dlogits =                                        // (R, V)
-      (__nv_bfloat16 *)((char *)logits + align_up((size_t)R * V * sizeof(float), LM_HEAD_ALIGN));
+  __nv_bfloat16 *dlogits = scratch_dlogits(logits, R, V);         // (R, V)
   for (int r0 = 0; r0 < N; r0 += R) {
     int rows = N - r0 < R ? N - r0 : R;
     const bf16 *hidden_chunk = hidden + (size_t)r0 * C;  // (rows, C)
@@ -221,11 +235,7 @@ extern "C" void lm_head_logprob_backward_cuda(CudaContext *ctx, bf16 *dhidden, f
     lm_head_backward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(dlogits, logits, targets + r0, lse + r0,
                                                                           dlogprobs + r0, V, softcap);
     cuda_check_launch();
-    const bf16 *dl = (const bf16 *)dlogits;
-    // dhidden[r0 : r0 + rows] (rows, C) = dlogits (rows, V) @ wte (V, C)
-    if (dhidden) gemm_bf16(ctx, dhidden + (size_t)r0 * C, GEMM_OUT_BF16, dl, wte, rows, C, V, 0, 0, 0);
-    // dwte (V, C) += dlogits (rows, V)^T @ hidden_chunk (rows, C)
-    if (dwte) gemm_bf16(ctx, dwte, GEMM_OUT_F32, dl, hidden_chunk, V, C, rows, 1, 0, 1);
+    chunk_backward_gemms(ctx, dhidden ? dhidden + (size_t)r0 * C : NULL, dwte, dlogits, hidden_chunk, wte, rows, C, V);
   }
 }
 
@@ -246,8 +256,7 @@ extern "C" void lm_head_logprob_forward_backward_cuda(CudaContext *ctx, float *l
   }
   int R = chunk_rows(N, V);
   float *logits = lm_head_scratch(ctx, scratch_bytes_for(R, V));  // (R, V)
-  __nv_bfloat16 *dlogits =                                        // (R, V)
-      (__nv_bfloat16 *)((char *)logits + align_up((size_t)R * V * sizeof(float), LM_HEAD_ALIGN));
+  __nv_bfloat16 *dlogits = scratch_dlogits(logits, R, V);         // (R, V)
   for (int r0 = 0; r0 < N; r0 += R) {
     int rows = N - r0 < R ? N - r0 : R;
     const bf16 *hidden_chunk = hidden + (size_t)r0 * C;  // (rows, C)
@@ -258,9 +267,7 @@ extern "C" void lm_head_logprob_forward_backward_cuda(CudaContext *ctx, float *l
     lm_head_backward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(dlogits, logits, targets + r0, lse + r0,
                                                                           dlogprobs + r0, V, softcap);
     cuda_check_launch();
-    const bf16 *dl = (const bf16 *)dlogits;
-    if (dhidden) gemm_bf16(ctx, dhidden + (size_t)r0 * C, GEMM_OUT_BF16, dl, wte, rows, C, V, 0, 0, 0);
-    if (dwte) gemm_bf16(ctx, dwte, GEMM_OUT_F32, dl, hidden_chunk, V, C, rows, 1, 0, 1);
+    chunk_backward_gemms(ctx, dhidden ? dhidden + (size_t)r0 * C : NULL, dwte, dlogits, hidden_chunk, wte, rows, C, V);
   }
 }
 

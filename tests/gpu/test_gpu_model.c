@@ -49,6 +49,7 @@
 #include "model/decode.h"
 #include "model/gemma.h"
 #include "model/gemma_cuda.h"
+#include "tests/model_compare.h"
 
 #define TOL_LOGPROB_ABS 5e-2
 #define TOL_MODEL_REL 5e-2
@@ -73,12 +74,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void round_model_to_bf16(GemmaModel *m) {
-  for (size_t i = 0; i < m->globals_numel; i++) m->globals[i] = host_round_bf16(m->globals[i]);
-  for (int l = 0; l < m->config.num_hidden_layers; l++)
-    for (size_t i = 0; i < m->layer_numel; i++) m->layers[l][i] = host_round_bf16(m->layers[l][i]);
-}
-
 // FLOPs of one forward over B*T tokens: 2 per weight of every matmul (the
 // tied embedding once, as the LM head) per token, plus the attention's
 // QK^T and AV over the keys each query actually sees (causal, window).
@@ -96,62 +91,6 @@ static double forward_flops(const GemmaConfig *cfg, int B, int T) {
     attn += 4.0 * qd * keys * B;
   }
   return matmul + attn;
-}
-
-static void make_batch(const GemmaConfig *cfg, int B, int T, int *tokens, int *targets, float *dlogprobs,
-                       uint64_t seed) {
-  Rng rng;
-  rng_seed(&rng, seed);
-  int V = cfg->vocab_size, N = B * T;
-  for (int i = 0; i < N; i++) tokens[i] = 1 + (int)(rng_next_u64(&rng) % (uint64_t)(V - 1));
-  // One padding token (id 0): a zero embedding row that gets no input-side gradient.
-  if (T > 3) tokens[3] = cfg->pad_token_id >= 0 ? cfg->pad_token_id : 0;
-  int count = 0;
-  for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++) {
-      int i = b * T + t;
-      // Next-token targets; the last position and every 7th (a "prompt"
-      // mask) are not scored.
-      targets[i] = t + 1 < T && t % 7 != 2 ? tokens[i + 1] : -1;
-      count += targets[i] >= 0;
-    }
-  for (int i = 0; i < N; i++) dlogprobs[i] = targets[i] >= 0 ? -1.0f / (float)count : 0.0f;  // SFT: mean NLL
-}
-
-// Max |a - b| over the scored rows; rows without a target must be exactly 0 on the GPU.
-static double logprob_error(const float *gpu, const float *cpu, const int *targets, int N, int *bad_unscored) {
-  double max_err = 0;
-  *bad_unscored = 0;
-  for (int i = 0; i < N; i++) {
-    if (targets[i] < 0) {
-      *bad_unscored += gpu[i] != 0.0f;
-      continue;
-    }
-    double e = fabs((double)gpu[i] - (double)cpu[i]);
-    if (!(e <= max_err)) max_err = isfinite(e) ? e : INFINITY;
-  }
-  return max_err;
-}
-
-// Running max |got - ref| and max |ref| over many rows; their ratio is the
-// max_rel_error of the rows taken together.
-typedef struct RelAcc {
-  double max_diff, max_ref;
-  int nonfinite;
-} RelAcc;
-
-static void rel_add(RelAcc *a, const float *got, const float *ref, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(got[i])) a->nonfinite++;
-    double d = fabs((double)got[i] - (double)ref[i]);
-    if (d > a->max_diff) a->max_diff = d;
-    if (fabs(ref[i]) > a->max_ref) a->max_ref = fabs(ref[i]);
-  }
-}
-
-static double rel_value(const RelAcc *a) {
-  if (a->nonfinite) return INFINITY;
-  return a->max_diff / (a->max_ref > 1e-30 ? a->max_ref : 1e-30);
 }
 
 // Decode two sequences token by token on the GPU (and the CPU), comparing
@@ -305,7 +244,7 @@ static void run_case(CudaContext *ctx, const ModelCase *mc) {
   float *dlogprobs = malloc((size_t)N * sizeof(float));
   float *lp_cpu = malloc((size_t)N * sizeof(float)), *lp_gpu = malloc((size_t)N * sizeof(float));
   float *lp_gpu2 = malloc((size_t)N * sizeof(float));
-  make_batch(&cfg, B, T, tokens, targets, dlogprobs, 99);
+  make_sft_batch(&cfg, B, T, tokens, targets, dlogprobs, 99);
   double t0 = now_s();
   if (gemma_forward(&cpu, tokens, targets, B, T, lp_cpu, &err) != 0 || gemma_backward(&cpu, dlogprobs, &err) != 0) {
     printf("%s: CPU: %s\n", shape, err.message);

@@ -43,6 +43,7 @@
 #include "model/gemma.h"
 #include "model/gemma_cuda.h"
 #include "model/safetensors.h"
+#include "tests/model_compare.h"
 
 size_t cuda_standin_live_blocks(void);  // ops_cuda_standin.c: cuda_malloc blocks not yet freed
 
@@ -75,7 +76,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static float round_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
 
 // max |got - ref| / max |ref|; a non-finite got gives INFINITY.
 static double max_rel_error(const float *got, const float *ref, size_t n) {
@@ -113,30 +113,6 @@ typedef struct Run {
   float *ref_logits;      // (B, T, V) the forward's logits at every position
 } Run;
 
-static void round_model_to_bf16(GemmaModel *m) {
-  for (size_t i = 0; i < m->globals_numel; i++) m->globals[i] = round_bf16(m->globals[i]);
-  for (int l = 0; l < m->config.num_hidden_layers; l++)
-    for (size_t i = 0; i < m->layer_numel; i++) m->layers[l][i] = round_bf16(m->layers[l][i]);
-}
-
-// As test_gpu_model: random tokens with one padding token, next-token targets
-// with the last position and every 7th masked, SFT's mean-NLL dlogprobs.
-static void make_batch(const GemmaConfig *cfg, int B, int T, int *tokens, int *targets, float *dlogprobs,
-                       uint64_t seed) {
-  Rng rng;
-  rng_seed(&rng, seed);
-  int V = cfg->vocab_size, N = B * T, count = 0;
-  for (int i = 0; i < N; i++) tokens[i] = 1 + (int)(rng_next_u64(&rng) % (uint64_t)(V - 1));
-  if (T > 3) tokens[3] = cfg->pad_token_id >= 0 ? cfg->pad_token_id : 0;
-  for (int b = 0; b < B; b++)
-    for (int t = 0; t < T; t++) {
-      int i = b * T + t;
-      targets[i] = t + 1 < T && t % 7 != 2 ? tokens[i + 1] : -1;
-      count += targets[i] >= 0;
-    }
-  for (int i = 0; i < N; i++) dlogprobs[i] = targets[i] >= 0 ? -1.0f / (float)count : 0.0f;
-}
-
 // Zeroed gradients, then forward and backward (fused: gemma_cuda_forward_backward);
 // log-probs (N) and gradients (num_params) to the host.
 static int gpu_pass(Run *r, int fused, float *lp, float *grads, FimiError *err) {
@@ -154,21 +130,6 @@ static int gpu_pass(Run *r, int fused, float *lp, float *grads, FimiError *err) 
 }
 
 // ---- (a) forward ----
-
-// Max |gpu - cpu| over scored rows; counts unscored rows that are not exactly 0.
-static double logprob_error(const float *gpu, const float *cpu, const int *targets, int N, int *bad_unscored) {
-  double max_err = 0;
-  *bad_unscored = 0;
-  for (int i = 0; i < N; i++) {
-    if (targets[i] < 0) {
-      *bad_unscored += gpu[i] != 0.0f;
-      continue;
-    }
-    double e = fabs((double)gpu[i] - (double)cpu[i]);
-    if (!(e <= max_err)) max_err = isfinite(e) ? e : INFINITY;
-  }
-  return max_err;
-}
 
 // A small batch (1 x 5) forward+backward first: the main batch then grows the
 // activations after a backward carved its scratch (acts_free + re-carve).
@@ -342,26 +303,6 @@ static void check_attention_backend(Run *r) {
 }
 
 // ---- (f) KV-cache decode ----
-
-// Running max |got - ref| and max |ref| over many rows: their ratio is the
-// relative error of all the rows together.
-typedef struct RelAcc {
-  double max_diff, max_ref;
-  int nonfinite;
-} RelAcc;
-
-static void rel_add(RelAcc *a, const float *got, const float *ref, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(got[i])) a->nonfinite++;
-    double d = fabs((double)got[i] - (double)ref[i]);
-    if (d > a->max_diff) a->max_diff = d;
-    if (fabs(ref[i]) > a->max_ref) a->max_ref = fabs(ref[i]);
-  }
-}
-
-static double rel_value(const RelAcc *a) {
-  return a->nonfinite ? INFINITY : a->max_diff / (a->max_ref > 1e-30 ? a->max_ref : 1e-30);
-}
 
 // Decode state of the check: both caches and the host buffers of a step.
 typedef struct DecodeCheck {
@@ -562,7 +503,7 @@ static int setup(Run *r, const Case *c, CudaContext *ctx) {
   r->dlogprobs = malloc((size_t)r->N * sizeof(float));
   r->lp_cpu = malloc((size_t)r->N * sizeof(float));
   r->lp = malloc((size_t)r->N * sizeof(float));
-  make_batch(&cfg, r->B, r->T, r->tokens, r->targets, r->dlogprobs, 99);
+  make_sft_batch(&cfg, r->B, r->T, r->tokens, r->targets, r->dlogprobs, 99);
   if (!ok(gemma_cuda_create(&r->gpu, &cfg, ctx, &err), r->shape, "GPU model", &err) ||
       !ok(gemma_cuda_upload_weights(&r->gpu, &r->cpu, &err), r->shape, "upload", &err) ||
       !ok(gemma_cuda_alloc_grads(&r->gpu, &err), r->shape, "GPU grads", &err))
