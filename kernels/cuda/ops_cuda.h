@@ -12,6 +12,12 @@
 //   launch is a programming or device error, not bad input).
 // - Deterministic: no float atomics whose order can vary; the same inputs give
 //   bitwise the same outputs on the same GPU and build.
+// - Scratch: unlike the CPU ops (ops.h), the attention, RMSNorm and embedding
+//   backwards and sum_squares_cuda take small stream-ordered scratch per call
+//   (cudaMallocAsync from the device's pool, which the context keeps 256 MiB
+//   of, so steady state asks the driver for nothing); the LM-head ops keep
+//   theirs in the context. Running out of memory there aborts, like any
+//   failed CUDA call inside an op.
 // CPU reference and tolerance: each op is tested against kernels/cpu/ in fp32
 // on the bf16-rounded inputs (tests/gpu/), bf16 tolerance ~1e-2 relative.
 #ifndef FIMI_KERNELS_OPS_CUDA_H
