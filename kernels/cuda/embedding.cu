@@ -112,7 +112,7 @@ extern "C" void embedding_backward_cuda(CudaContext *ctx, float *dwte, const bf1
   if (!dwte || N <= 0 || C <= 0 || V <= 0) return;
   int *host_tokens = (int *)host_alloc_or_die((size_t)N * sizeof(int));  // (N)
   cuda_check(cudaMemcpyAsync(host_tokens, tokens, (size_t)N * sizeof(int), cudaMemcpyDeviceToHost, ctx->stream));
-  cuda_check(cudaStreamSynchronize(ctx->stream));  // the one sync of this op (see the header)
+  cuda_check(cudaStreamSynchronize(ctx->stream));  // the first of its two syncs (see the header)
 
   TokenRow *pairs = (TokenRow *)host_alloc_or_die((size_t)N * sizeof(TokenRow));  // (rows)
   int rows = 0;
