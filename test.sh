@@ -17,7 +17,8 @@ ASAN_DIR="${BUILD_DIR}-asan"
 ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decode test_tokenizer test_bpe_train
             test_chat test_toolcall test_env_db test_env_tools test_env_knowledge test_env_task test_env_episode
             test_env_families_b test_dataset test_ops_adamw test_optim test_dpo_loss test_dist_shard mpi_comm_test
-            test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin)
+            test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
+            test_gpu_train_standin)
 cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null
 cmake --build "$ASAN_DIR" -j"$(nproc)" --target fimi "${ASAN_TESTS[@]}"
 (cd "$ASAN_DIR" && ctest --output-on-failure -j"$(nproc)" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*)\$")

@@ -184,25 +184,17 @@ static int cuda_gather(void *ctx, GemmaModel *dst, FimiError *err) {
 
 static AdamW *cuda_optimizer(void *ctx) { return &((CudaTrainState *)ctx)->mirror; }
 
-// The working copy that update t wrote, from the masters it left: one
-// adamw_update_cuda per range with lr 0 and zero gradient and moments (the
-// gradient buffer, zeroed, serves as all three: every value read is 0 and
-// every value written is 0), which leaves each master unchanged (p + -0 * 0)
-// and rounds it with update t's random bits. So a run resumed on the GPU
+// The working copy that update t wrote, from the masters it left: each
+// range's masters rounded with update t's random bits (the rounding
+// adamw_update_cuda applied, without the update). So a run resumed on the GPU
 // continues bitwise as the uninterrupted run would have.
 static void restore_working_copy(CudaTrainState *s, int64_t t) {
   GemmaCudaModel *gpu = s->gpu;
-  const AdamWConfig *c = &s->mirror.config;
-  cuda_fill_bytes(gpu->ctx, gpu->grads, 0, gpu->num_params * sizeof(float));
   for (int r = 0; r < s->num_ranges; r++) {
-    const CudaTrainRange *g = &s->ranges[r];
-    AdamWStep st = {.lr = 0.0, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = 0.0,
-                    .step = (long)t, .grad_scale = 1.0f};
-    size_t o = g->offset;
-    adamw_update_cuda(gpu->ctx, s->master + o, gpu->grads + o, gpu->grads + o, gpu->grads + o, gpu->params + o,
-                      g->size, &st, cuda_train_rounding_seed(s->seed, t, o));
+    size_t o = s->ranges[r].offset;
+    round_bf16_stochastic_cuda(gpu->ctx, gpu->params + o, s->master + o, s->ranges[r].size,
+                               cuda_train_rounding_seed(s->seed, t, o));
   }
-  cuda_fill_bytes(gpu->ctx, gpu->grads, 0, gpu->num_params * sizeof(float));
 }
 
 // After a checkpoint was read into src (the weights) and the mirror (the

@@ -1,6 +1,7 @@
 // kernels/cuda/adamw.cu: the optimizer ops on the GPU (kernels/cuda/ops_cuda.h).
 // Defines adamw_update_cuda (AdamW on fp32 master weights and moments, then
-// the bf16 working copy with stochastic rounding) and sum_squares_cuda (the
+// the bf16 working copy with stochastic rounding), round_bf16_stochastic_cuda
+// (that rounding alone, for a resume) and sum_squares_cuda (the
 // double sum of squares behind the global gradient norm).
 //
 // adamw_update_cuda follows kernels/cpu/adamw.c operation for operation
@@ -116,7 +117,23 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
   }
 }
 
+// out[i] = working_copy(in[i], seed, i) for i in [0, n): the rounding alone,
+// with the bits adamw_update_cuda's kernels give element i.
+__global__ void __launch_bounds__(ADAMW_THREADS)
+    round_stochastic_kernel(__nv_bfloat16 *out, const float *in, size_t n, uint64_t seed) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = working_copy(in[i], seed, i);
+}
+
 static int aligned_to(const void *p, uintptr_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+
+extern "C" void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed) {
+  if (n == 0) return;
+  round_stochastic_kernel<<<grid_stride_blocks(ctx, n, ADAMW_THREADS), ADAMW_THREADS, 0, ctx->stream>>>(
+      (__nv_bfloat16 *)out, in, n, seed);
+  cuda_check_launch();
+}
 
 // param, m, v (n) fp32 updated in place; grad (n) fp32; bf16_param (n) or NULL
 extern "C" void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const float *grad,

@@ -185,6 +185,10 @@ void sample_tokens_cuda(CudaContext *ctx, int *out_tokens, const float *logits, 
 // counter-based hash of (seed, element index). bf16_param may be NULL.
 void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const float *grad, bf16 *bf16_param,
                        size_t n, const AdamWStep *step, uint64_t seed);
+// out (n) bf16 = in (n) fp32 with the stochastic rounding adamw_update_cuda
+// applies under the same seed (element i: the same random bits), and no update:
+// how a resume rebuilds the working copy an update wrote.
+void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed);
 // out (1) double on device = sum of x[i]^2 (n), fixed-order blocks (deterministic).
 void sum_squares_cuda(CudaContext *ctx, double *out, const float *x, size_t n);
 

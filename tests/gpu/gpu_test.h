@@ -2,7 +2,9 @@
 // Defines gpu_test_open (exit 77 = ctest skip when no device), host bf16
 // rounding, random inputs (never zeros), upload/download helpers, the error
 // measure, event timing and gpu_report (one "GPU_RESULT" line per measured op
-// that tests/gpu/check.sh gathers into its final table).
+// that tests/gpu/check.sh gathers into its final table). With
+// FIMI_CUDA_STANDIN defined (tests/standin/) the same tests run on the host
+// stand-in of ops_cuda.h: no device check, wall-clock timing.
 //
 // Error measure: max |gpu - ref| / max |ref| over the tensor (relative to the
 // tensor's scale, so that elements near zero do not dominate). The CPU
@@ -12,12 +14,15 @@
 #ifndef FIMI_TESTS_GPU_TEST_H
 #define FIMI_TESTS_GPU_TEST_H
 
+#ifndef FIMI_CUDA_STANDIN
 #include <cuda_runtime.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/rng.h"
 #include "kernels/cuda/ops_cuda.h"
@@ -30,10 +35,12 @@ static int gpu_failures = 0;
 
 // Opens device 0 or exits with 77 (skipped) when there is none.
 static inline CudaContext *gpu_test_open(const char *name) {
+#ifndef FIMI_CUDA_STANDIN  // the host stand-in (tests/standin/) is always there
   if (cuda_device_count() == 0) {
     printf("%s: no CUDA device, skipped\n", name);
     exit(GPU_SKIP);
   }
+#endif
   CudaContext *ctx = NULL;
   FimiError err = {0};
   if (cuda_context_create(&ctx, 0, &err) != 0) {
@@ -126,6 +133,28 @@ static inline double max_rel_error(const float *got, const float *ref, size_t n)
   return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
 }
 
+#ifdef FIMI_CUDA_STANDIN
+// On the host stand-in the ops run synchronously: wall-clock time.
+typedef struct GpuTimer {
+  double start_s;
+} GpuTimer;
+
+static inline double gpu_test_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void gpu_timer_start(GpuTimer *t, CudaContext *ctx) {
+  (void)ctx;
+  t->start_s = gpu_test_now_s();
+}
+
+static inline double gpu_timer_stop_ms(GpuTimer *t, CudaContext *ctx, int launches) {
+  (void)ctx;
+  return 1e3 * (gpu_test_now_s() - t->start_s) / (launches > 0 ? launches : 1);
+}
+#else
 // Event timing of `launches` calls of an op on ctx's stream, in ms per call.
 typedef struct GpuTimer {
   cudaEvent_t start, stop;
@@ -149,6 +178,8 @@ static inline double gpu_timer_stop_ms(GpuTimer *t, CudaContext *ctx, int launch
 
 // One result line. tflops and gbps may be 0 (not applicable); error < 0: not
 // checked (benchmarks). A failed check counts towards the exit status.
+#endif
+
 static inline void gpu_report(const char *op, const char *shape, double error, double tolerance, double ms, double tflops,
                        double gbps) {
   int pass = error >= 0 ? error <= tolerance : 1;

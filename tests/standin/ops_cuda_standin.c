@@ -624,6 +624,11 @@ static bf16 bf16_stochastic(float x, uint32_t random16) {
   return (bf16)(bits >> 16);
 }
 
+// out (n) = in rounded stochastically, element k with hash(seed, k)'s bits.
+static void round_stochastic(bf16 *out, const float *in, size_t n, uint64_t seed) {
+  for (size_t k = 0; k < n; k++) out[k] = bf16_stochastic(in[k], (uint32_t)hash_u64(seed, (uint64_t)k));
+}
+
 void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const float *grad, bf16 *bf16_param,
                        size_t n, const AdamWStep *step, uint64_t seed) {
   Span o[] = {{param, nb_f32(n)}, {m, nb_f32(n)}, {v, nb_f32(n)}, {bf16_param, nb_bf16(n)}};
@@ -631,8 +636,13 @@ void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const
   check_operands(__func__, o, 4, i, 1, 0);
   require_host(step, sizeof *step, __func__);  // passed by pointer, read on the host
   adamw_update(param, m, v, grad, n, step);
-  if (bf16_param)
-    for (size_t k = 0; k < n; k++) bf16_param[k] = bf16_stochastic(param[k], (uint32_t)hash_u64(seed, (uint64_t)k));
+  if (bf16_param) round_stochastic(bf16_param, param, n, seed);
+}
+
+void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed) {
+  Span o[] = {{out, nb_bf16(n)}}, i[] = {{in, nb_f32(n)}};
+  check_operands(__func__, o, 1, i, 1, 0);
+  round_stochastic(out, in, n, seed);
 }
 
 void sum_squares_cuda(CudaContext *ctx, double *out, const float *x, size_t n) {
