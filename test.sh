@@ -20,7 +20,7 @@ ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decod
             test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
             test_gpu_train_standin)
 cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null
-cmake --build "$ASAN_DIR" -j"$(nproc)" --target fimi "${ASAN_TESTS[@]}"
+cmake --build "$ASAN_DIR" -j"$(nproc)" --target fimi fimi_standin "${ASAN_TESTS[@]}"
 (cd "$ASAN_DIR" && ctest --output-on-failure -j"$(nproc)" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*)\$")
 # A short libFuzzer run of every fuzz target (tests/fuzz/smoke.sh lists them).
 tests/fuzz/smoke.sh 30
