@@ -23,18 +23,9 @@ train() {  # train OUT_DIR [more args...]
   "$FIMI" train --config "$CONFIG" --set train.init="$D/init" --set data.train="$D/train.h5" \
     --set data.eval="$D/eval.h5" --set train.out_dir="$out" --set train.progress=false "$@"
 }
-metrics_without_timing() {
-  python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed"); print(json.dumps(d, sort_keys=True))' "$1"
-}
 
-expect_ok "tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" --vocab-size 600 \
-  --out "$D/tokenizer.json"
-for s in train eval; do
-  expect_ok "tokenize $s" "$FIMI" data tokenize --kind dpo --input "$SRC/configs/data/tiny-dpo-$s.jsonl" \
-    --tokenizer "$D/tokenizer.json" --out "$D/$s.h5"
-done
+make_tiny_tokenizer "$D"
+tokenize_tiny dpo "$D"
 expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
 cp "$D/train.h5" "$D/train-noref.h5"
 

@@ -24,18 +24,9 @@ train() {  # train OUT_DIR [more args...]
   "$FIMI" train --config "$CONFIG" --set train.init="$D/init" --set data.train="$D/train.h5" \
     --set data.eval="$D/eval.h5" --set train.out_dir="$out" --set train.progress=false "$@"
 }
-metrics_without_timing() {  # the per-step metrics minus wall-clock fields
-  python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed"); print(json.dumps(d, sort_keys=True))' "$1"
-}
 
-expect_ok "tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" --vocab-size 600 \
-  --out "$D/tokenizer.json"
-expect_ok "tokenize train" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-train.jsonl" \
-  --tokenizer "$D/tokenizer.json" --out "$D/train.h5"
-expect_ok "tokenize eval" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-eval.jsonl" \
-  --tokenizer "$D/tokenizer.json" --out "$D/eval.h5"
+make_tiny_tokenizer "$D"
+tokenize_tiny sft "$D"
 expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
 
 # --dry-run: the ZeRO-3 memory plan grows with --unit-tokens and shrinks with the world size.

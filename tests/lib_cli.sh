@@ -1,6 +1,8 @@
 # tests/lib_cli.sh: what the tests/cli_*.sh scripts share (sourced, not a
-# test itself): a temporary WORK directory removed on exit, counters, and
-# expect_ok / expect_fail / expect_grep / cli_summary.
+# test itself): a temporary WORK directory removed on exit, counters,
+# expect_ok / expect_fail / expect_true / cli_summary, and the tiny data the
+# training tests share (make_tiny_tokenizer, tokenize_tiny,
+# metrics_without_timing; they need FIMI and SRC set).
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 failures=0
@@ -34,4 +36,23 @@ expect_true() {  # expect_true DESCRIPTION CMD...  (a check on files already wri
 cli_summary() {
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" -eq 0 ]
+}
+
+make_tiny_tokenizer() {  # make_tiny_tokenizer DIR: a 600-token BPE in DIR/tokenizer.json
+  expect_ok "tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" --vocab-size 600 \
+    --out "$1/tokenizer.json"
+}
+
+tokenize_tiny() {  # tokenize_tiny KIND DIR [PREFIX]: configs/data/tiny-KIND-{train,eval}.jsonl -> DIR/PREFIX{train,eval}.h5
+  local kind="$1" dir="$2" prefix="${3:-}" s
+  for s in train eval; do
+    expect_ok "tokenize $prefix$s" "$FIMI" data tokenize --kind "$kind" --input "$SRC/configs/data/tiny-$kind-$s.jsonl" \
+      --tokenizer "$dir/tokenizer.json" --out "$dir/$prefix$s.h5"
+  done
+}
+
+metrics_without_timing() {  # metrics_without_timing METRICS_JSONL: the per-step metrics minus wall-clock fields
+  python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed"); print(json.dumps(d, sort_keys=True))' "$1"
 }

@@ -18,12 +18,8 @@ CONFIG="$SRC/configs/tiny-cpu-dpo.ini"
 ARGS=(train --config "$CONFIG" --set train.init="$D/init" --set data.eval="$D/eval.h5" --set train.progress=false
       --set train.steps=12 --set train.save_every=0 --set train.eval_every=6)
 
-expect_ok "tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" --vocab-size 600 \
-  --out "$D/tokenizer.json"
-for s in train eval; do
-  expect_ok "tokenize $s" "$FIMI" data tokenize --kind dpo --input "$SRC/configs/data/tiny-dpo-$s.jsonl" \
-    --tokenizer "$D/tokenizer.json" --out "$D/$s.h5"
-done
+make_tiny_tokenizer "$D"
+tokenize_tiny dpo "$D"
 expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
 cp "$D/train.h5" "$D/train-noref.h5"
 

@@ -20,12 +20,8 @@ ARGS=(train --config "$CONFIG" --set train.init="$D/init" --set data.train="$D/t
       --set train.progress=false --set train.steps=20 --set train.save_every=0 --set train.eval_every=10
       --set train.micro_batch=6 --set train.grad_accum=2)
 
-expect_ok "tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" --vocab-size 600 \
-  --out "$D/tokenizer.json"
-expect_ok "tokenize train" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-train.jsonl" \
-  --tokenizer "$D/tokenizer.json" --out "$D/train.h5"
-expect_ok "tokenize eval" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-eval.jsonl" \
-  --tokenizer "$D/tokenizer.json" --out "$D/eval.h5"
+make_tiny_tokenizer "$D"
+tokenize_tiny sft "$D"
 expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
 
 expect_ok "plain run" "$FIMI" "${ARGS[@]}" --set train.out_dir="$WORK/plain"

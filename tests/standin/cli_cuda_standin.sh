@@ -32,19 +32,10 @@ train() {  # train OUT_DIR [more args...]: 12 steps of micro-batch 4 from $D/ini
     --set train.steps=$STEPS --set train.micro_batch=4 --set train.eval_every=6 --set train.save_every=6 \
     --set train.keep_last=2 "$@"
 }
-metrics_without_timing() {  # the per-step metrics minus wall-clock fields
-  python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed"); print(json.dumps(d, sort_keys=True))' "$1"
-}
 last="step_0000$STEPS"
 
-expect_ok "tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" --vocab-size 600 \
-  --out "$D/tokenizer.json"
-expect_ok "tokenize train" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-train.jsonl" \
-  --tokenizer "$D/tokenizer.json" --out "$D/train.h5"
-expect_ok "tokenize eval" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-eval.jsonl" \
-  --tokenizer "$D/tokenizer.json" --out "$D/eval.h5"
+make_tiny_tokenizer "$D"
+tokenize_tiny sft "$D"
 # A small Gemma 3 text model with head_dim 64: hidden 128, 2 heads, 1 KV head,
 # 2 layers (one sliding with window 8, one global), vocab = the tokenizer's 600.
 cat >"$D/gemma3.json" <<'EOF'
@@ -142,10 +133,6 @@ d = max(abs(x - y) for x, y in zip(a, b))
 print("max |logprob cuda - cpu|: %.3g over %d tokens" % (d, len(a)))
 assert len(a) == len(b) == len(sys.argv[3].split(",")) - 1 and d < 5e-2 and all(x < 0 for x in b), (a, b)' \
   "$WORK/score_cpu.json" "$WORK/score_cuda.json" "$IDS"
-python3 -c 'import json, sys
-a = json.load(open(sys.argv[1]))["logprobs"]; b = json.load(open(sys.argv[2]))["logprobs"]
-print("max |logprob cuda - cpu|: %.3g over %d tokens" % (max(abs(x - y) for x, y in zip(a, b)), len(a)))' \
-  "$WORK/score_cpu.json" "$WORK/score_cuda.json" 2>/dev/null
 gen() {  # gen DEVICE: greedy, 16 tokens after a text prompt, as JSON
   "$FIMI" generate --device "$1" --model "$M" --prompt "What is the balance of account 5012?" --chat \
     --temperature 0 --max-new 16 --no-stop --json
@@ -169,10 +156,7 @@ print(a, b); assert len(b["generated"]) == 16 and a == b' "$WORK/gen_cpu.json" "
 # is ln 2 only to bf16 accuracy (measured 4e-4 off), not to 1e-3 of exactly
 # zero rewards as on the cpu.
 DPO_CONFIG="$SRC/configs/tiny-cpu-dpo.ini"
-for s in train eval; do
-  expect_ok "dpo: tokenize $s" "$FIMI" data tokenize --kind dpo --input "$SRC/configs/data/tiny-dpo-$s.jsonl" \
-    --tokenizer "$D/tokenizer.json" --out "$D/dpo-$s.h5"
-done
+tokenize_tiny dpo "$D" dpo-
 for dev in cpu cuda; do
   mkdir -p "$D/dpo-$dev"
   cp "$D/dpo-train.h5" "$D/dpo-$dev/train.h5"
