@@ -443,9 +443,11 @@ void attention_decode_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf1
   Span o[] = {{out, nb_bf16(nq)}};
   Span i[] = {{q, nb_bf16(nq)}, {k_cache, nb_bf16(nk)}, {v_cache, nb_bf16(nk)}, {lengths, nb_i32((size_t)B)}};
   check_operands(__func__, o, 1, i, 4, 0);
+  // 0 is in the contract (no valid key: a zero row, ops.h); beyond the cache
+  // or negative is a bookkeeping bug of the caller.
   for (int b = 0; b < B; b++)
-    if (lengths[b] < 1 || lengths[b] > S)
-      standin_die("%s: length %d of sequence %d is outside [1, %d]", __func__, lengths[b], b, S);
+    if (lengths[b] < 0 || lengths[b] > S)
+      standin_die("%s: length %d of sequence %d is outside [0, %d]", __func__, lengths[b], b, S);
   float *fq = to_f32(q, nq), *fk = to_f32(k_cache, nk), *fv = to_f32(v_cache, nk), *fo = out_f32(out, nq);
   attention_decode(fo, fq, fk, fv, lengths, B, S, nh, nkv, hd, window, softcap, scale);
   store_bf16(out, fo, nq);
@@ -645,8 +647,23 @@ void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, si
   round_stochastic(out, in, n, seed);
 }
 
+// Pairwise sum of v (n), n >= 1.
+static double pairwise_sum(const double *v, size_t n) {
+  return n == 1 ? v[0] : pairwise_sum(v, n / 2) + pairwise_sum(v + n / 2, n - n / 2);
+}
+
+// In adamw.cu's order rather than the CPU's: 1024 x 256 threads, thread t
+// summing x[t], x[t + stride], ... in double, then trees over the partials.
+// Its rounding error is that small (tests/gpu/test_gpu_adamw.c holds the GPU
+// to 1e-12 at n = 2^28, which a sequential sum misses).
 void sum_squares_cuda(CudaContext *ctx, double *out, const float *x, size_t n) {
   Span o[] = {{out, sizeof(double)}}, i[] = {{x, nb_f32(n)}};
   check_operands(__func__, o, 1, i, 1, 0);
-  sum_squares(out, x, n);
+  enum { THREADS = 1024 * 256 };
+  double *partial = calloc(THREADS, sizeof(double));
+  if (!partial) standin_die("sum_squares_cuda: out of host memory");
+  for (size_t t = 0; t < THREADS; t++)
+    for (size_t k = t; k < n; k += THREADS) partial[t] += (double)x[k] * (double)x[k];
+  *out = pairwise_sum(partial, THREADS);
+  free(partial);
 }
