@@ -154,6 +154,10 @@ typedef struct GemmaAttnSpec {
   float scale;          // query_pre_attn_scalar^-0.5
 } GemmaAttnSpec;
 void gemma_attn_spec(const GemmaConfig *cfg, int layer, GemmaAttnSpec *spec);
+// (query, key) pairs one head of a T-token sequence computes under the causal
+// mask and a window (<= 0: none): the sum over positions i of min(i + 1,
+// window). The attention FLOPs of tests and benchmarks count these.
+double gemma_visible_pairs(int T, int window);
 
 // Frees the forward/backward state (called by gemma_model_free; also useful to
 // drop activation memory between phases). The next forward re-allocates.

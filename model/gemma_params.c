@@ -59,6 +59,12 @@ void gemma_attn_spec(const GemmaConfig *cfg, int layer, GemmaAttnSpec *spec) {
   }
 }
 
+double gemma_visible_pairs(int T, int window) {
+  double pairs = 0;
+  for (int i = 0; i < T; i++) pairs += window > 0 && i + 1 > window ? window : i + 1;
+  return pairs;
+}
+
 // 64-byte aligned so the kernels' SIMD loads never split cache lines.
 static float *alloc_floats(size_t n, FimiError *err) {
   void *p = NULL;

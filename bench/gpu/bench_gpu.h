@@ -38,9 +38,7 @@ static inline double train_flops_per_token(const GemmaConfig *cfg, int T) {
   for (int l = 0; l < cfg->num_hidden_layers; l++) {
     GemmaAttnSpec spec;
     gemma_attn_spec(cfg, l, &spec);
-    double keys = 0;
-    for (int t = 0; t < T; t++) keys += spec.window > 0 && t + 1 > spec.window ? spec.window : t + 1;
-    attn += 12.0 * cfg->num_attention_heads * cfg->head_dim * keys / T;
+    attn += 12.0 * cfg->num_attention_heads * cfg->head_dim * gemma_visible_pairs(T, spec.window) / T;
   }
   return 6.0 * (double)gemma_config_param_count(cfg) + attn;
 }

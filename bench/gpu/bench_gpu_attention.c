@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "model/gemma.h"
 #include "tests/gpu/gpu_test.h"
 
 typedef struct AttnShape {
@@ -50,12 +51,6 @@ static int backward(int cudnn, CudaContext *ctx, bf16 *dq, bf16 *dk, bf16 *dv, c
   return -1;
 }
 
-static double window_pairs(int T, int window) {
-  double pairs = 0.0;
-  for (int i = 0; i < T; i++) pairs += i - (i - window + 1 > 0 ? i - window + 1 : 0) + 1;
-  return pairs;
-}
-
 int main(void) {
   const char *name = "bench_gpu_attention";
   CudaContext *ctx = gpu_test_open(name);
@@ -73,7 +68,7 @@ int main(void) {
   for (int cudnn = 0; cudnn <= 1; cudnn++)
     for (int w = 0; w < 2; w++) {
       AttnShape sh = {B, T, nh, nkv, hd, windows[w], scale};
-      double pairs = sh.window > 0 ? window_pairs(T, sh.window) : (double)T * T / 2.0;
+      double pairs = sh.window > 0 ? gemma_visible_pairs(T, sh.window) : (double)T * T / 2.0;
       double fwd_flops = 4.0 * B * nh * pairs * hd, bwd_flops = 2.5 * fwd_flops;
       const char *mask = sh.window > 0 ? "window1024" : "causal", *suffix = cudnn ? "_cudnn" : "";
       char shape[96], op[64];

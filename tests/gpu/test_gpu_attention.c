@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "model/gemma.h"
 #include "tests/gpu/gpu_test.h"
 
 typedef struct AttnCase {
@@ -36,16 +37,6 @@ static const char *NAME = "test_gpu_attention";
 static void set_simple(int simple) {
   if (simple) setenv("FIMI_CUDA_SIMPLE", "1", 1);
   else unsetenv("FIMI_CUDA_SIMPLE");
-}
-
-// Visible (query, key) pairs of one head of one sequence.
-static double visible_pairs(int T, int window) {
-  double pairs = 0.0;
-  for (int i = 0; i < T; i++) {
-    int first = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
-    pairs += i - first + 1;
-  }
-  return pairs;
 }
 
 static void shape_string(char *buf, size_t n, const AttnCase *c) {
@@ -146,7 +137,7 @@ static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
   bf16 *d_dout = gpu_bf16_from(ctx, dout, nq), *d_out_b = gpu_bf16_from(ctx, out_b, nq);
   float *d_lse_ref = gpu_alloc(nl * sizeof(float));
   cuda_upload_f32(ctx, d_lse_ref, lse_ref, nl);
-  double fwd_flops = 4.0 * B * nh * visible_pairs(T, window) * hd, bwd_flops = 2.5 * fwd_flops;
+  double fwd_flops = 4.0 * B * nh * gemma_visible_pairs(T, window) * hd, bwd_flops = 2.5 * fwd_flops;
 
   for (int variant = KERNEL_FAST; variant <= KERNEL_CUDNN; variant++) {
     if (variant == KERNEL_CUDNN && !cudnn_applies(c)) continue;

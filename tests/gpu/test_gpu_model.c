@@ -86,9 +86,7 @@ static double forward_flops(const GemmaConfig *cfg, int B, int T) {
   for (int l = 0; l < cfg->num_hidden_layers; l++) {
     GemmaAttnSpec spec;
     gemma_attn_spec(cfg, l, &spec);
-    double keys = 0;
-    for (int t = 0; t < T; t++) keys += spec.window > 0 && t + 1 > spec.window ? spec.window : t + 1;
-    attn += 4.0 * qd * keys * B;
+    attn += 4.0 * qd * gemma_visible_pairs(T, spec.window) * B;
   }
   return matmul + attn;
 }
