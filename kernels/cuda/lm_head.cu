@@ -113,16 +113,6 @@ __device__ __forceinline__ float block_reduce_max(float x, float *shared) {
   return warp_reduce_max(x);
 }
 
-// The two GEMMs after one chunk's dlogits (rows, V):
-// dhidden_chunk (rows, C) = dlogits @ wte (bf16 out), dwte (V, C) +=
-// dlogits^T @ hidden_chunk (fp32, accumulated); either output may be NULL.
-static void chunk_backward_gemms(CudaContext *ctx, bf16 *dhidden_chunk, float *dwte, const __nv_bfloat16 *dlogits,
-                                 const bf16 *hidden_chunk, const bf16 *wte, int rows, int C, int V) {
-  const bf16 *dl = (const bf16 *)dlogits;
-  if (dhidden_chunk) gemm_bf16(ctx, dhidden_chunk, GEMM_OUT_BF16, dl, wte, rows, C, V, 0, 0, 0);
-  if (dwte) gemm_bf16(ctx, dwte, GEMM_OUT_F32, dl, hidden_chunk, V, C, rows, 1, 0, 1);
-}
-
 // One block per row of the chunk. logprobs (rows), lse (rows) or NULL,
 // logits (rows, V) raw fp32, targets (rows). Rows without a target: 0, 0.
 __global__ void __launch_bounds__(LM_HEAD_THREADS)
@@ -189,6 +179,21 @@ __global__ void softcap_inplace_kernel(float *x, size_t n, float softcap) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] = softcap_apply(x[i], softcap);
 }
 
+// The backward of one chunk whose raw logits (rows, V) are in `logits`:
+// dlogits (rows, V) bf16, then dhidden_chunk (rows, C) = dlogits @ wte (bf16
+// out) and dwte (V, C) += dlogits^T @ hidden_chunk (fp32, accumulated); either
+// output may be NULL. targets, lse, dlogprobs: the chunk's rows.
+static void chunk_backward(CudaContext *ctx, bf16 *dhidden_chunk, float *dwte, __nv_bfloat16 *dlogits,
+                           const float *logits, const bf16 *hidden_chunk, const bf16 *wte, const int *targets,
+                           const float *lse, const float *dlogprobs, int rows, int C, int V, float softcap) {
+  lm_head_backward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(dlogits, logits, targets, lse, dlogprobs, V,
+                                                                          softcap);
+  cuda_check_launch();
+  const bf16 *dl = (const bf16 *)dlogits;
+  if (dhidden_chunk) gemm_bf16(ctx, dhidden_chunk, GEMM_OUT_BF16, dl, wte, rows, C, V, 0, 0, 0);
+  if (dwte) gemm_bf16(ctx, dwte, GEMM_OUT_F32, dl, hidden_chunk, V, C, rows, 1, 0, 1);
+}
+
 // logprobs (N), lse (N) or NULL, hidden (N, C), wte (V, C), targets (N)
 extern "C" void lm_head_logprob_forward_cuda(CudaContext *ctx, float *logprobs, float *lse, const bf16 *hidden,
                                              const bf16 *wte, const int *targets, int N, int C, int V,
@@ -232,10 +237,8 @@ extern "C" void lm_head_logprob_backward_cuda(CudaContext *ctx, bf16 *dhidden, f
     const bf16 *hidden_chunk = hidden + (size_t)r0 * C;  // (rows, C)
     // the forward's logits again: same GEMM, same chunk, same bits
     gemm_bf16(ctx, logits, GEMM_OUT_F32, hidden_chunk, wte, rows, V, C, 0, 1, 0);
-    lm_head_backward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(dlogits, logits, targets + r0, lse + r0,
-                                                                          dlogprobs + r0, V, softcap);
-    cuda_check_launch();
-    chunk_backward_gemms(ctx, dhidden ? dhidden + (size_t)r0 * C : NULL, dwte, dlogits, hidden_chunk, wte, rows, C, V);
+    chunk_backward(ctx, dhidden ? dhidden + (size_t)r0 * C : NULL, dwte, dlogits, logits, hidden_chunk, wte,
+                   targets + r0, lse + r0, dlogprobs + r0, rows, C, V, softcap);
   }
 }
 
@@ -264,10 +267,8 @@ extern "C" void lm_head_logprob_forward_backward_cuda(CudaContext *ctx, float *l
     lm_head_forward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(logprobs + r0, lse + r0, logits,
                                                                          targets + r0, V, softcap);
     cuda_check_launch();
-    lm_head_backward_rows_kernel<<<rows, LM_HEAD_THREADS, 0, ctx->stream>>>(dlogits, logits, targets + r0, lse + r0,
-                                                                          dlogprobs + r0, V, softcap);
-    cuda_check_launch();
-    chunk_backward_gemms(ctx, dhidden ? dhidden + (size_t)r0 * C : NULL, dwte, dlogits, hidden_chunk, wte, rows, C, V);
+    chunk_backward(ctx, dhidden ? dhidden + (size_t)r0 * C : NULL, dwte, dlogits, logits, hidden_chunk, wte,
+                   targets + r0, lse + r0, dlogprobs + r0, rows, C, V, softcap);
   }
 }
 
