@@ -43,21 +43,27 @@ static size_t carve_step(StepBuffers *s, float *base, const GemmaConfig *cfg, si
 }
 
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err) {
+  return gemma_kv_cache_create_rows(cache, cfg, batch, capacity, batch, err);
+}
+
+int gemma_kv_cache_create_rows(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, int rows,
+                               FimiError *err) {
   memset(cache, 0, sizeof *cache);
-  if (batch <= 0 || capacity <= 0)
-    return fimi_fail(err, "KV cache: batch %d and capacity %d must be positive", batch, capacity);
+  if (batch <= 0 || capacity <= 0 || rows <= 0)
+    return fimi_fail(err, "KV cache: batch %d, capacity %d and rows %d must be positive", batch, capacity, rows);
   size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
   size_t per_layer = (size_t)batch * (size_t)capacity * kvd;
   cache->batch = batch;
   cache->capacity = capacity;
+  cache->rows = rows > batch ? rows : batch;
   // Zeroed: attention never reads past a sequence's length, but zeros keep
   // any stray read finite.
   cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
   cache->k = fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err);
   cache->v = cache->k ? fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err) : NULL;
   StepBuffers views;
-  cache->scratch = cache->v ? fimi_malloc(carve_step(&views, NULL, cfg, (size_t)batch) * sizeof(float), err) : NULL;
-  cache->slots = cache->scratch ? fimi_calloc(4 * (size_t)batch, sizeof(int), err) : NULL;
+  cache->scratch = cache->v ? fimi_malloc(carve_step(&views, NULL, cfg, (size_t)cache->rows) * sizeof(float), err) : NULL;
+  cache->slots = cache->scratch ? fimi_calloc(4 * (size_t)cache->rows, sizeof(int), err) : NULL;
   if (!cache->lengths || !cache->slots) {
     gemma_kv_cache_free(cache);
     return fimi_fail_wrap(err, "KV cache for %d sequences of %d tokens", batch, capacity);
@@ -86,9 +92,10 @@ int decode_run_length(const int *ids, int n, int i) {
   return len;
 }
 
-// Attention of the n new queries against their sequences' caches for layer l.
+// Attention of the n new queries against their sequences' caches for layer l;
+// query i sees the first query_lengths[i] cached positions of sequence ids[i].
 static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, int l, const StepBuffers *s,
-                          const int *ids, const int *new_lengths, int n, const GemmaAttnSpec *spec) {
+                          const int *ids, const int *query_lengths, int n, const GemmaAttnSpec *spec) {
   const GemmaConfig *cfg = &model->config;
   int B = cache->batch, S = cache->capacity, nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads;
   int hd = cfg->head_dim, qd = nh * hd;
@@ -98,7 +105,7 @@ static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, in
   for (int i = 0; i < n;) {
     int run = decode_run_length(ids, n, i), b0 = ids[i];
     attention_decode(s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
-                     vc + (size_t)b0 * S * kvd, new_lengths + b0, run, S, nh, nkv, hd, spec->window, spec->softcap,
+                     vc + (size_t)b0 * S * kvd, query_lengths + i, run, S, nh, nkv, hd, spec->window, spec->softcap,
                      spec->scale);
     i += run;
   }
@@ -106,7 +113,7 @@ static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, in
 
 // One decoder layer for the n new tokens; writes their k/v into the cache.
 static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const StepBuffers *s, const int *ids,
-                       const int *positions, const int *new_lengths, int n) {
+                       const int *positions, const int *query_lengths, int n) {
   const GemmaConfig *cfg = &model->config;
   int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
   int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
@@ -133,7 +140,7 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
     memcpy(cache->k + row, s->k + (size_t)i * kvd, (size_t)kvd * sizeof(float));
     memcpy(cache->v + row, s->v + (size_t)i * kvd, (size_t)kvd * sizeof(float));
   }
-  attend_cached(model, cache, l, s, ids, new_lengths, n, &spec);
+  attend_cached(model, cache, l, s, ids, query_lengths, n, &spec);
   matmul_forward(s->o, s->att, w + off.o, n, qd, C);
   rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_attn_norm, n, C, eps);
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
@@ -147,11 +154,25 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
 }
 
+// The n rows (sequence ids[i] at positions[i], token toks[i], attending to
+// query_lengths[i] cached positions) through the model into the cache; the
+// final-normed hidden states are left in s->ln (n, C).
+static void run_rows(GemmaModel *model, GemmaKVCache *cache, StepBuffers *s, const int *ids, const int *positions,
+                     const int *toks, const int *query_lengths, int n) {
+  const GemmaConfig *cfg = &model->config;
+  int C = cfg->hidden_size, V = cfg->vocab_size;
+  carve_step(s, cache->scratch, cfg, (size_t)n);
+  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
+  embedding_forward(s->x, toks, wte, n, C, gemma_embed_scale(cfg));
+  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, s, ids, positions, query_lengths, n);
+  rmsnorm_forward(s->ln, s->rstd, s->x, norm_w, n, C, (float)cfg->rms_norm_eps);
+}
+
 int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens, const int *active, float *logits,
                       FimiError *err) {
   const GemmaConfig *cfg = &model->config;
-  int B = cache->batch, C = cfg->hidden_size, V = cfg->vocab_size;
-  int *ids = cache->slots, *positions = ids + B, *toks = ids + 2 * B, *new_lengths = ids + 3 * B;
+  int B = cache->batch, R = cache->rows, C = cfg->hidden_size, V = cfg->vocab_size;
+  int *ids = cache->slots, *positions = ids + R, *toks = ids + 2 * R, *query_lengths = ids + 3 * R;
   // Validate everything before touching the cache, so a failure changes nothing.
   int n = 0;
   for (int b = 0; b < B; b++) {
@@ -163,24 +184,65 @@ int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens,
     ids[n] = b;
     positions[n] = cache->lengths[b];
     toks[n] = tokens[b];
-    new_lengths[b] = cache->lengths[b] + 1;  // the new token's own k/v is attended too
+    query_lengths[n] = cache->lengths[b] + 1;  // the new token's own k/v is attended too
     n++;
   }
   if (n == 0) return 0;
 
   StepBuffers s;
-  carve_step(&s, cache->scratch, cfg, (size_t)n);
-  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
-  embedding_forward(s.x, toks, wte, n, C, gemma_embed_scale(cfg));
-  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, &s, ids, positions, new_lengths, n);
-  rmsnorm_forward(s.ln, s.rstd, s.x, norm_w, n, C, (float)cfg->rms_norm_eps);
+  run_rows(model, cache, &s, ids, positions, toks, query_lengths, n);
   for (int i = 0; i < n;) {
     int run = decode_run_length(ids, n, i);
-    lm_head_logits(logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, wte, run, C, V,
+    lm_head_logits(logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, model->globals, run, C, V,
                    (float)cfg->final_logit_softcapping);
     i += run;
   }
   for (int i = 0; i < n; i++) cache->lengths[ids[i]]++;
+  return 0;
+}
+
+int gemma_prefill(GemmaModel *model, GemmaKVCache *cache, int b, const int *tokens, int n, float *logits,
+                  FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  int R = cache->rows, C = cfg->hidden_size, V = cfg->vocab_size;
+  if (b < 0 || b >= cache->batch) return fimi_fail(err, "prefill: sequence %d outside [0, %d)", b, cache->batch);
+  if (n < 1) return fimi_fail(err, "prefill: sequence %d: no tokens", b);
+  if (cache->lengths[b] + n > cache->capacity)
+    return fimi_fail(err, "prefill: sequence %d: %d + %d tokens exceed the KV cache capacity %d", b,
+                     cache->lengths[b], n, cache->capacity);
+  for (int i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      return fimi_fail(err, "prefill: token %d at %d is outside the vocabulary [0, %d)", tokens[i], i, V);
+  int *ids = cache->slots, *positions = ids + R, *toks = ids + 2 * R, *query_lengths = ids + 3 * R;
+  StepBuffers s;
+  for (int start = 0; start < n; start += R) {
+    int m = n - start < R ? n - start : R, base = cache->lengths[b];
+    for (int i = 0; i < m; i++) {
+      ids[i] = b;
+      positions[i] = base + i;
+      toks[i] = tokens[start + i];
+      query_lengths[i] = base + i + 1;  // causal within the chunk
+    }
+    run_rows(model, cache, &s, ids, positions, toks, query_lengths, m);
+    cache->lengths[b] += m;
+    if (start + m == n && logits)
+      lm_head_logits(logits, s.ln + (size_t)(m - 1) * C, model->globals, 1, C, V, (float)cfg->final_logit_softcapping);
+  }
+  return 0;
+}
+
+int gemma_kv_cache_copy_sequence(GemmaKVCache *cache, const GemmaConfig *cfg, int dst, int src, FimiError *err) {
+  if (dst < 0 || dst >= cache->batch || src < 0 || src >= cache->batch)
+    return fimi_fail(err, "KV cache copy: sequences %d <- %d outside [0, %d)", dst, src, cache->batch);
+  if (dst == src) return 0;
+  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim, S = cache->capacity, B = cache->batch;
+  size_t bytes = (size_t)cache->lengths[src] * kvd * sizeof(float);
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    size_t from = (((size_t)l * B + src) * S) * kvd, to = (((size_t)l * B + dst) * S) * kvd;
+    memcpy(cache->k + to, cache->k + from, bytes);
+    memcpy(cache->v + to, cache->v + from, bytes);
+  }
+  cache->lengths[dst] = cache->lengths[src];
   return 0;
 }
 

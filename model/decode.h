@@ -14,16 +14,24 @@
 typedef struct GemmaKVCache {
   int batch;         // B
   int capacity;      // S: max tokens per sequence
+  int rows;          // R >= B: tokens one model call runs at most (a prefill chunk)
   int *lengths;      // (B) tokens currently cached per sequence
   float *k;          // (L, B, S, nkv, hd)
   float *v;          // (L, B, S, nkv, hd)
   // One decode step's activations for up to B rows, carved by decode.c, so a
   // step never allocates.
-  float *scratch;
-  int *slots;        // (4B) active ids, positions, token ids, lengths incl. the new token
+  float *scratch;    // one call's activations for R rows
+  int *slots;        // (4R) row ids, positions, token ids, attended lengths
 } GemmaKVCache;
 
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err);
+// The same with room for prefill chunks of up to `rows` tokens (rows >= 1;
+// the cache runs max(rows, batch) rows per call).
+int gemma_kv_cache_create_rows(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, int rows,
+                               FimiError *err);
+// Sequence dst gets a copy of sequence src's cached positions (and length):
+// the G rollouts of a task share one prefill of their prompt this way.
+int gemma_kv_cache_copy_sequence(GemmaKVCache *cache, const GemmaConfig *cfg, int dst, int src, FimiError *err);
 void gemma_kv_cache_free(GemmaKVCache *cache);
 void gemma_kv_cache_reset(GemmaKVCache *cache);
 // A decode step's active sequences come in runs of consecutive ids (the ids
@@ -37,6 +45,15 @@ int decode_run_length(const int *ids, int n, int i);
 // cache is full.
 int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens, const int *active, float *logits,
                       FimiError *err);
+
+// Appends n tokens (n >= 1) of sequence b to the cache in chunks of up to
+// cache->rows tokens (each chunk one batched pass, causal within itself),
+// and writes the next-token logits after the last token into logits (V;
+// may be NULL). Validates everything first: a failure changes nothing. The
+// cached keys and values equal what n decode steps would write, to float
+// rounding (tests/test_decode.c).
+int gemma_prefill(GemmaModel *model, GemmaKVCache *cache, int b, const int *tokens, int n, float *logits,
+                  FimiError *err);
 
 typedef struct SamplerConfig {
   float temperature;  // 0 = greedy

@@ -3,6 +3,9 @@
 //   window) token by token gives the same log-probs as the full forward, for
 //   "tiny" (gemma3) and "tiny-gemma2" (softcaps);
 // - inactive sequences are untouched, a full cache is an error;
+// - a chunked prefill (chunks smaller and larger than the prompt, across the
+//   sliding window) gives the decode steps' next-token logits and cache, and
+//   a copied sequence continues exactly as the original (bitwise);
 // - generation is reproducible from its seed, greedy generation follows the
 //   forward's argmax, and the sampler's distribution, temperature, top-p and
 //   tie rules behave as documented.
@@ -117,6 +120,54 @@ typedef struct TokenLog {
   int lengths[3];
   int count;
 } TokenLog;
+
+// Prefill vs decode: 17 tokens of sequence 1 through gemma_prefill with
+// chunk rows R, against 17 decode steps; then one decode step more on both.
+static void check_prefill(const char *preset, int R) {
+  FimiError err = {0};
+  GemmaConfig cfg;
+  GemmaModel model;
+  if (gemma_config_preset(&cfg, preset, &err) != 0 || gemma_model_create(&model, &cfg, &err) != 0) {
+    CHECK(0, "%s: %s", preset, err.message);
+    return;
+  }
+  init_test_params(&model, 7);
+  enum { N = 17 };
+  int V = cfg.vocab_size, tokens[N + 1];
+  Rng rng;
+  rng_seed(&rng, 11);
+  for (int i = 0; i <= N; i++) tokens[i] = (int)(rng_next_u64(&rng) % (uint64_t)V);
+  GemmaKVCache a, b;
+  float *la = malloc(sizeof(float) * 3 * V), *lb = malloc(sizeof(float) * 3 * V);
+  int ok = gemma_kv_cache_create(&a, &cfg, 3, 32, &err) == 0 && gemma_kv_cache_create_rows(&b, &cfg, 3, 32, R, &err) == 0;
+  CHECK(ok, "%s", err.message);
+  if (!ok) return;
+  int step_tokens[3] = {0}, active[3] = {0, 1, 0};
+  for (int t = 0; t < N; t++) {
+    step_tokens[1] = tokens[t];
+    CHECK(gemma_decode_step(&model, &a, step_tokens, active, la, &err) == 0, "%s", err.message);
+  }
+  CHECK(gemma_prefill(&model, &b, 1, tokens, N, lb + V, &err) == 0, "%s", err.message);
+  CHECK(b.lengths[1] == N && b.lengths[0] == 0 && b.lengths[2] == 0, "prefill lengths %d %d %d", b.lengths[0],
+        b.lengths[1], b.lengths[2]);
+  double worst = 0;
+  for (int v = 0; v < V; v++) worst = fmax(worst, fabs((double)la[V + v] - lb[V + v]));
+  CHECK(worst < 1e-4, "%s R=%d: prefill logits differ from decode by %.3g", preset, R, worst);
+  // Copy sequence 1 to 2, then one decode step on both rows: equal bitwise.
+  CHECK(gemma_kv_cache_copy_sequence(&b, &cfg, 2, 1, &err) == 0, "%s", err.message);
+  int both[3] = {0, 1, 1}, next[3] = {0, tokens[N], tokens[N]};
+  CHECK(gemma_decode_step(&model, &b, next, both, lb, &err) == 0, "%s", err.message);
+  CHECK(memcmp(lb + V, lb + 2 * V, sizeof(float) * V) == 0, "%s: copied sequence decodes differently", preset);
+  // Errors change nothing: a token outside the vocabulary, a full cache.
+  int bad[2] = {1, V};
+  CHECK(gemma_prefill(&model, &b, 0, bad, 2, NULL, &err) != 0 && b.lengths[0] == 0, "bad token accepted");
+  CHECK(gemma_prefill(&model, &b, 1, tokens, 32, NULL, &err) != 0 && b.lengths[1] == N + 1, "overflow accepted");
+  gemma_kv_cache_free(&a);
+  gemma_kv_cache_free(&b);
+  free(la);
+  free(lb);
+  gemma_model_free(&model);
+}
 
 static void log_token(void *ctx, int b, int token) {
   TokenLog *log = ctx;
@@ -247,6 +298,10 @@ static void check_sampler(void) {
 int main(void) {
   check_decode_matches_forward("tiny");
   check_decode_matches_forward("tiny-gemma2");
+  check_prefill("tiny", 1);
+  check_prefill("tiny", 5);
+  check_prefill("tiny", 64);
+  check_prefill("tiny-gemma2", 8);
   check_generation("tiny");
   check_generation("tiny-gemma2");
   check_sampler();
