@@ -49,6 +49,8 @@ int cmd_tokenizer(int argc, char **argv);
 // `fimi tokenizer train` (cmd/cmd_tokenizer_train.c).
 int cmd_tokenizer_train(int argc, char **argv);
 int cmd_env(int argc, char **argv);
+// `fimi env transcripts` (cmd/cmd_env_transcripts.c).
+int cmd_env_transcripts(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 // `fimi train` (cmd/cmd_train.c).
 int cmd_train(int argc, char **argv);

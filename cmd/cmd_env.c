@@ -22,13 +22,15 @@ static void usage(void) {
           "       fimi env replay --task-file F --task ID\n"
           "       fimi env play --task-file F --task ID [--seed S]\n"
           "       fimi env eval --task-file F --agent oracle|do_nothing|random [--seed S]\n"
+          "       fimi env transcripts --task-file F --out FILE [--catalog all|area|family] [--seed S] [--family PATTERN]\n"
           "  tools         list the bank's tools (name, area, read/write, charged, auth)\n"
           "    --markdown  print docs/tools.md;  --json  the tool schemas as a JSON array\n"
           "  sample        generate N tasks per family as JSONL (deterministic in --seed)\n"
           "  replay        print a task's gold chain with each tool's output and the values to communicate\n"
           "  play          be the agent: each input line is one turn (a message, or\n"
           "                <tool_call>{\"name\":..,\"arguments\":{..}}</tool_call>); prints the reward at the end\n"
-          "  eval          run a scripted agent on every task of a file; prints per-task and mean rewards\n");
+          "  eval          run a scripted agent on every task of a file; prints per-task and mean rewards\n"
+          "  transcripts   oracle conversations as SFT rows (messages with tool turns); --help for more\n");
 }
 
 static void print_table(void) {
@@ -378,6 +380,7 @@ int cmd_env(int argc, char **argv) {
   if (strcmp(argv[1], "replay") == 0) return cmd_env_replay(argc - 2, argv + 2);
   if (strcmp(argv[1], "play") == 0) return cmd_env_play(argc - 2, argv + 2);
   if (strcmp(argv[1], "eval") == 0) return cmd_env_eval(argc - 2, argv + 2);
+  if (strcmp(argv[1], "transcripts") == 0) return cmd_env_transcripts(argc - 2, argv + 2);
   fprintf(stderr, "fimi env: unknown subcommand \"%s\"\n", argv[1]);
   usage();
   return CLI_EXIT_USAGE;
