@@ -56,6 +56,7 @@ int gemma_kv_cache_create_rows(GemmaKVCache *cache, const GemmaConfig *cfg, int 
   cache->batch = batch;
   cache->capacity = capacity;
   cache->rows = rows > batch ? rows : batch;
+  cache->chunk = rows;
   // Zeroed: attention never reads past a sequence's length, but zeros keep
   // any stray read finite.
   cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
@@ -111,9 +112,20 @@ static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, in
   }
 }
 
+// out (n, OC) = inp (n, C) @ w^T; per_row: one GEMM per row, so that a
+// row's result never depends on which other rows share the call (OpenBLAS's
+// small-matrix kernels round differently for different n).
+static void rows_matmul(float *out, const float *inp, const float *w, int n, int C, int OC, int per_row) {
+  if (!per_row) {
+    matmul_forward(out, inp, w, n, C, OC);
+    return;
+  }
+  for (int i = 0; i < n; i++) matmul_forward(out + (size_t)i * OC, inp + (size_t)i * C, w, 1, C, OC);
+}
+
 // One decoder layer for the n new tokens; writes their k/v into the cache.
 static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const StepBuffers *s, const int *ids,
-                       const int *positions, const int *query_lengths, int n) {
+                       const int *positions, const int *query_lengths, int n, int per_row) {
   const GemmaConfig *cfg = &model->config;
   int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
   int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
@@ -125,9 +137,9 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
   const float *w = model->layers[l];
 
   rmsnorm_forward(s->ln, s->rstd, s->x, w + off.input_norm, n, C, eps);
-  matmul_forward(off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, n, C, qd);
-  matmul_forward(off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, n, C, kvd);
-  matmul_forward(s->v, s->ln, w + off.v, n, C, kvd);
+  rows_matmul(off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, n, C, qd, per_row);
+  rows_matmul(off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, n, C, kvd, per_row);
+  rows_matmul(s->v, s->ln, w + off.v, n, C, kvd, per_row);
   if (off.has_qk_norm) {
     rmsnorm_forward(s->q, s->rstd, s->q_raw, w + off.q_norm, n * nh, hd, eps);
     rmsnorm_forward(s->k, s->rstd, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
@@ -141,15 +153,15 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
     memcpy(cache->v + row, s->v + (size_t)i * kvd, (size_t)kvd * sizeof(float));
   }
   attend_cached(model, cache, l, s, ids, query_lengths, n, &spec);
-  matmul_forward(s->o, s->att, w + off.o, n, qd, C);
+  rows_matmul(s->o, s->att, w + off.o, n, qd, C, per_row);
   rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_attn_norm, n, C, eps);
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
 
   rmsnorm_forward(s->ln, s->rstd, s->x, w + off.pre_ff_norm, n, C, eps);
-  matmul_forward(s->gate, s->ln, w + off.gate, n, C, I);
-  matmul_forward(s->up, s->ln, w + off.up, n, C, I);
+  rows_matmul(s->gate, s->ln, w + off.gate, n, C, I, per_row);
+  rows_matmul(s->up, s->ln, w + off.up, n, C, I, per_row);
   geglu_forward(s->act, s->gate, s->up, (size_t)n * I);
-  matmul_forward(s->o, s->act, w + off.down, n, I, C);
+  rows_matmul(s->o, s->act, w + off.down, n, I, C, per_row);
   rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_ff_norm, n, C, eps);
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
 }
@@ -158,13 +170,13 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
 // query_lengths[i] cached positions) through the model into the cache; the
 // final-normed hidden states are left in s->ln (n, C).
 static void run_rows(GemmaModel *model, GemmaKVCache *cache, StepBuffers *s, const int *ids, const int *positions,
-                     const int *toks, const int *query_lengths, int n) {
+                     const int *toks, const int *query_lengths, int n, int per_row) {
   const GemmaConfig *cfg = &model->config;
   int C = cfg->hidden_size, V = cfg->vocab_size;
   carve_step(s, cache->scratch, cfg, (size_t)n);
   const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
   embedding_forward(s->x, toks, wte, n, C, gemma_embed_scale(cfg));
-  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, s, ids, positions, query_lengths, n);
+  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, s, ids, positions, query_lengths, n, per_row);
   rmsnorm_forward(s->ln, s->rstd, s->x, norm_w, n, C, (float)cfg->rms_norm_eps);
 }
 
@@ -190,9 +202,10 @@ int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens,
   if (n == 0) return 0;
 
   StepBuffers s;
-  run_rows(model, cache, &s, ids, positions, toks, query_lengths, n);
+  int per_row = cache->row_invariant;
+  run_rows(model, cache, &s, ids, positions, toks, query_lengths, n, per_row);
   for (int i = 0; i < n;) {
-    int run = decode_run_length(ids, n, i);
+    int run = per_row ? 1 : decode_run_length(ids, n, i);
     lm_head_logits(logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, model->globals, run, C, V,
                    (float)cfg->final_logit_softcapping);
     i += run;
@@ -204,7 +217,7 @@ int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens,
 int gemma_prefill(GemmaModel *model, GemmaKVCache *cache, int b, const int *tokens, int n, float *logits,
                   FimiError *err) {
   const GemmaConfig *cfg = &model->config;
-  int R = cache->rows, C = cfg->hidden_size, V = cfg->vocab_size;
+  int R = cache->rows, chunk = cache->chunk, C = cfg->hidden_size, V = cfg->vocab_size;
   if (b < 0 || b >= cache->batch) return fimi_fail(err, "prefill: sequence %d outside [0, %d)", b, cache->batch);
   if (n < 1) return fimi_fail(err, "prefill: sequence %d: no tokens", b);
   if (cache->lengths[b] + n > cache->capacity)
@@ -215,15 +228,15 @@ int gemma_prefill(GemmaModel *model, GemmaKVCache *cache, int b, const int *toke
       return fimi_fail(err, "prefill: token %d at %d is outside the vocabulary [0, %d)", tokens[i], i, V);
   int *ids = cache->slots, *positions = ids + R, *toks = ids + 2 * R, *query_lengths = ids + 3 * R;
   StepBuffers s;
-  for (int start = 0; start < n; start += R) {
-    int m = n - start < R ? n - start : R, base = cache->lengths[b];
+  for (int start = 0; start < n; start += chunk) {
+    int m = n - start < chunk ? n - start : chunk, base = cache->lengths[b];
     for (int i = 0; i < m; i++) {
       ids[i] = b;
       positions[i] = base + i;
       toks[i] = tokens[start + i];
       query_lengths[i] = base + i + 1;  // causal within the chunk
     }
-    run_rows(model, cache, &s, ids, positions, toks, query_lengths, m);
+    run_rows(model, cache, &s, ids, positions, toks, query_lengths, m, 0);
     cache->lengths[b] += m;
     if (start + m == n && logits)
       lm_head_logits(logits, s.ln + (size_t)(m - 1) * C, model->globals, 1, C, V, (float)cfg->final_logit_softcapping);

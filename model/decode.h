@@ -14,7 +14,13 @@
 typedef struct GemmaKVCache {
   int batch;         // B
   int capacity;      // S: max tokens per sequence
-  int rows;          // R >= B: tokens one model call runs at most (a prefill chunk)
+  int rows;          // R = max(B, chunk): rows one model call runs at most
+  int chunk;         // tokens per prefill pass (the same whatever B is)
+  // 1: each decode row runs its own GEMMs, so a sequence's logits do not
+  // depend on the other sequences of the step (bitwise, whatever B); 0: one
+  // GEMM for all rows (faster; OpenBLAS's small-matrix kernels then round a
+  // row differently for different numbers of rows).
+  int row_invariant;
   int *lengths;      // (B) tokens currently cached per sequence
   float *k;          // (L, B, S, nkv, hd)
   float *v;          // (L, B, S, nkv, hd)
@@ -46,8 +52,8 @@ int decode_run_length(const int *ids, int n, int i);
 int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens, const int *active, float *logits,
                       FimiError *err);
 
-// Appends n tokens (n >= 1) of sequence b to the cache in chunks of up to
-// cache->rows tokens (each chunk one batched pass, causal within itself),
+// Appends n tokens (n >= 1) of sequence b to the cache in chunks of
+// cache->chunk tokens (each chunk one batched pass, causal within itself),
 // and writes the next-token logits after the last token into logits (V;
 // may be NULL). Validates everything first: a failure changes nothing. The
 // cached keys and values equal what n decode steps would write, to float
