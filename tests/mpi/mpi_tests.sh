@@ -10,6 +10,8 @@
 #                 and final weights agree to 1e-5; world 1 with one unit per
 #                 step equals the plain model + AdamW path bitwise.
 #   zero3-memory  peak memory per rank at world 1, 2, 4 vs the formula.
+# Usage: mpi_tests.sh PATH/TO/env_mpi_test env NP ENV_RANKS
+#   env           episodes on ENV_RANKS env ranks equal the in-process ones.
 # Open MPI refuses root and more ranks than cores unless told: CI is both.
 set -uo pipefail
 BIN="$1"
@@ -53,6 +55,9 @@ case "$MODE" in
     run 1 train "$3" "$4" 2 "$WORK/zero1u2"
     run 2 train "$3" "$4" 2 "$WORK/zero2u2"
     "$BIN" compare 1e-5 "$3" "$WORK/zero1u2" "$WORK/zero2u2" || failures=$((failures + 1))
+    ;;
+  env)
+    run "$3" play "$4"
     ;;
   zero3-memory)
     for np in 1 2 4; do run "$np" memory "$3" 2; done
