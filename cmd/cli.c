@@ -48,7 +48,8 @@ static const ConfigField dist_fields[] = {
 static const ConfigField train_fields[] = {
     {"train", "init", CONFIG_STRING, "", "the model to start from: a directory written by fimi init (or a checkpoint)"},
     {"train", "out_dir", CONFIG_STRING, "run", "metrics.jsonl and step_* checkpoints go here"},
-    {"train", "objective", CONFIG_STRING, "sft", "the loss: sft (masked token cross-entropy) or dpo ([dpo] section)"},
+    {"train", "objective", CONFIG_STRING, "sft",
+     "the loss: sft (masked token cross-entropy), dpo ([dpo] section) or grpo ([grpo], [env], [rollout])"},
     {"train", "steps", CONFIG_INT, "100", "total optimizer steps (the LR schedule's length)"},
     {"train", "micro_batch", CONFIG_INT, "4", "rows per micro-batch"},
     {"train", "grad_accum", CONFIG_INT, "1", "micro-batches per optimizer step"},
@@ -82,6 +83,45 @@ static const ConfigField data_fields[] = {
     {"data", "train", CONFIG_STRING, "", "HDF5 dataset from fimi data tokenize (required for training)"},
     {"data", "eval", CONFIG_STRING, "", "held-out HDF5 dataset for the eval loss (optional)"},
     {"data", "shuffle", CONFIG_BOOL, "true", "shuffle rows each epoch (deterministic per train.seed)"},
+};
+
+// GRPO (rl/, docs/grpo.md): read when train.objective = grpo.
+static const ConfigField grpo_fields[] = {
+    {"grpo", "tasks_per_step", CONFIG_INT, "16", "B: tasks per step (paper: 16)"},
+    {"grpo", "group_size", CONFIG_INT, "4", "G: rollouts per task, compared with each other (paper: 4)"},
+    {"grpo", "reward", CONFIG_STRING, "strict", "strict (seq check gated on order, the paper's signal) or set"},
+    {"grpo", "scale_by_std", CONFIG_BOOL, "true", "divide advantages by the group's std (false: Dr. GRPO)"},
+    {"grpo", "adv_eps", CONFIG_FLOAT, "1e-4", "added to the group std (TRL's 1e-4)"},
+    {"grpo", "pass_threshold", CONFIG_FLOAT, "1.0", "a rollout passes at reward >= this (all-fail/all-pass groups)"},
+    {"grpo", "updates_per_batch", CONFIG_INT, "1", "optimizer steps per batch of rollouts"},
+    {"grpo", "clip_low", CONFIG_FLOAT, "0.2", "ratio clipped below at 1 - clip_low"},
+    {"grpo", "clip_high", CONFIG_FLOAT, "0.2", "ratio clipped above at 1 + clip_high (DAPO: 0.28)"},
+    {"grpo", "kl_coef", CONFIG_FLOAT, "0", "k3 KL penalty to the initial model (0: none)"},
+    {"grpo", "loss_aggregation", CONFIG_STRING, "token_mean", "token_mean, seq_mean_token_mean or seq_mean_token_sum"},
+    {"grpo", "temperature", CONFIG_FLOAT, "1.0", "sampling temperature of rollouts"},
+    {"grpo", "top_p", CONFIG_FLOAT, "1.0", "nucleus mass of rollouts"},
+    {"grpo", "max_turn_tokens", CONFIG_INT, "256", "sampled tokens per model turn at most"},
+    {"grpo", "max_episode_tokens", CONFIG_INT, "1024", "sampled tokens per episode at most"},
+    {"grpo", "context", CONFIG_INT, "2048", "tokens per episode at most (prompt included)"},
+    {"grpo", "max_malformed", CONFIG_INT, "3", "malformed model turns in a row that end an episode"},
+    {"grpo", "val_tasks", CONFIG_INT, "0", "validation tasks scored every train.eval_every steps (0: all of env.val_tasks)"},
+    {"grpo", "val_greedy", CONFIG_BOOL, "true", "validation samples greedily (false: like training)"},
+};
+
+// The environment GRPO plays (env/, docs/environment.md).
+static const ConfigField env_fields[] = {
+    {"env", "tasks", CONFIG_STRING, "", "training tasks: a JSONL task file (fimi env sample)"},
+    {"env", "val_tasks", CONFIG_STRING, "", "validation tasks (optional): scored every train.eval_every steps"},
+    {"env", "catalog", CONFIG_STRING, "family", "tools in the system prompt: all, area or family (docs/environment.md)"},
+};
+
+// The rollout engine (rl/rollout.h).
+static const ConfigField rollout_fields[] = {
+    {"rollout", "slots", CONFIG_INT, "8", "episodes decoded together (continuous batching)"},
+    {"rollout", "share_prefix", CONFIG_BOOL, "true", "one prompt prefill per group of G rollouts"},
+    {"rollout", "row_invariant", CONFIG_BOOL, "true",
+     "CPU: one GEMM per decode row, so rollouts are bitwise the same whatever rollout.slots (slower decode)"},
+    {"rollout", "prefill_chunk", CONFIG_INT, "64", "tokens per prefill pass"},
 };
 
 // DPO (dpo/, docs/dpo.md): read when train.objective = dpo.
@@ -170,6 +210,10 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
   if (config_add_fields(&opts->config, optim_fields, sizeof optim_fields / sizeof optim_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, data_fields, sizeof data_fields / sizeof data_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, dpo_fields, sizeof dpo_fields / sizeof dpo_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, grpo_fields, sizeof grpo_fields / sizeof grpo_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, env_fields, sizeof env_fields / sizeof env_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, rollout_fields, sizeof rollout_fields / sizeof rollout_fields[0], err) != 0)
+    return -1;
   if (opts->config_path && config_load_file(&opts->config, opts->config_path, err) != 0) return -1;
   for (int i = 0; i < opts->num_overrides; i++)
     if (config_apply_override(&opts->config, opts->overrides[i], err) != 0) return -1;

@@ -18,6 +18,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/train_cuda.h"
+#include "cmd/train_grpo.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "dist/comm.h"
@@ -52,8 +53,13 @@ static int hashed_key(const ConfigField *f) {
   static const char *skip[] = {"out_dir", "stop_at_step", "progress", "eval_every", "eval_max_rows",
                                "save_every", "keep_last", "max_nonfinite_in_row"};
   if (strcmp(f->section, "model") && strcmp(f->section, "data") && strcmp(f->section, "optim") &&
-      strcmp(f->section, "train") && strcmp(f->section, "dpo"))
+      strcmp(f->section, "train") && strcmp(f->section, "dpo") && strcmp(f->section, "grpo") &&
+      strcmp(f->section, "env") && strcmp(f->section, "rollout"))
     return 0;
+  // Validation and rollout scheduling never change the trajectory.
+  if (!strcmp(f->section, "env") && !strcmp(f->key, "val_tasks")) return 0;
+  if (!strcmp(f->section, "grpo") && !strncmp(f->key, "val_", 4)) return 0;
+  if (!strcmp(f->section, "rollout") && (!strcmp(f->key, "slots") || !strcmp(f->key, "share_prefix"))) return 0;
   if (!strcmp(f->section, "train"))
     for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
       if (!strcmp(f->key, skip[i])) return 0;
@@ -85,6 +91,11 @@ typedef struct TrainSetup {
   DpoConfig dpo;
   DpoMonitorConfig monitor;
   DpoReferenceKind reference;
+  int is_grpo;
+  GrpoSetup grpo;
+  // Under mpirun: this rank's roles and the world (GRPO's env ranks).
+  const DistRoles *roles;
+  Communicator *world;
 } TrainSetup;
 
 // The [dpo] section (read and validated whatever the objective, so that a
@@ -163,10 +174,12 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
   l->progress = progress;
   l->config_hash = config_hash(c);
   if (!t->init_dir[0]) return fimi_fail(err, "train.init must name the starting model (a directory from fimi init)");
-  if (!t->train_path[0]) return fimi_fail(err, "data.train must name an HDF5 dataset (fimi data tokenize)");
-  if (strcmp(t->objective, "sft") && strcmp(t->objective, "dpo"))
-    return fimi_fail(err, "train.objective \"%s\" is not known (sft or dpo)", t->objective);
+  t->is_grpo = !strcmp(t->objective, "grpo");
+  if (!t->is_grpo && !t->train_path[0]) return fimi_fail(err, "data.train must name an HDF5 dataset (fimi data tokenize)");
+  if (strcmp(t->objective, "sft") && strcmp(t->objective, "dpo") && !t->is_grpo)
+    return fimi_fail(err, "train.objective \"%s\" is not known (sft, dpo or grpo)", t->objective);
   if (read_dpo(c, t, err) != 0) return -1;
+  if (t->is_grpo && grpo_setup_read(c, (uint64_t)seed, &t->grpo, err) != 0) return -1;
   struct stat st;
   if (path_join(t->tokenizer_path, sizeof t->tokenizer_path, t->init_dir, "tokenizer.json", err) != 0) return -1;
   if (stat(t->tokenizer_path, &st) != 0) {
@@ -224,6 +237,7 @@ static void print_plan(const TrainSetup *t) {
          lr_schedule_kind_name(l->schedule.kind), l->schedule.warmup_steps, t->recompute ? "on" : "off");
   printf("  save_every %lld, keep_last %lld, out_dir %s\n", (long long)l->save_every, (long long)l->keep_last,
          l->out_dir);
+  if (t->is_grpo) grpo_setup_print(&t->grpo, t->init_dir, l->micro_batch, l->grad_accum);
   if (!strcmp(t->objective, "dpo"))
     printf("  dpo: loss %s, beta %g, reference %s, monitor margin %g over %d steps\n",
            dpo_loss_type_name(t->dpo.loss_type), t->dpo.beta,
@@ -317,6 +331,24 @@ static int reference_pass(TrainSetup *t, GemmaModel *model, Communicator *comm, 
   return rc;
 }
 
+// GRPO in one process (or one train rank with env ranks): the rollouts and
+// the update on the loop's model.
+static int run_grpo(TrainSetup *t, GemmaModel *model, TrainState *state, FimiError *err) {
+  GrpoRun *run = fimi_calloc(1, sizeof *run, err);
+  if (!run) return -1;
+  TrainObjective obj;
+  int rc = grpo_run_init(run, &t->grpo, model, t->init_dir, t->tokenizer_path, t->roles, t->world, &obj, &t->loop, err);
+  if (rc == 0) {
+    TrainSummary summary;
+    rc = train_run(&t->loop, state, &obj, &run->objective.rows, NULL, &summary, err);
+    if (rc == 0) print_summary(&summary, t->loop.out_dir);
+    if (rc == 0) grpo_run_print_summary(run);
+  }
+  grpo_run_free(run);
+  free(run);
+  return rc;
+}
+
 // gpu: the objective's model calls go to the GPU (NULL: the CPU model).
 static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, CudaTrainer *gpu, const Dataset *train,
                          const Dataset *eval, FimiError *err) {
@@ -327,6 +359,7 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, Cu
   memset(&sft, 0, sizeof sft);
   memset(&dpo, 0, sizeof dpo);
   int is_dpo = !strcmp(t->objective, "dpo"), have_reference = 0;
+  if (t->is_grpo) return run_grpo(t, model, state, err);
   int rc = load_reference(t, &reference, &have_reference, err);
   if (rc == 0 && is_dpo) {
     rc = dpo_objective_init(&dpo, &model->config, &t->dpo, &t->monitor, have_reference ? &reference : NULL, &obj,
@@ -369,6 +402,7 @@ typedef struct Sharded {
   DpoModelOps dpo_ops;
   GemmaModel reference;  // dpo.reference = model: replicated on every rank
   int have_reference;
+  GrpoRun *grpo;         // train.objective = grpo
 } Sharded;
 
 // Runs this rank's units of rows[0..count); *mask_logp gets the sum of
@@ -476,6 +510,18 @@ static const TrainStateOps sharded_ops = {sharded_zero_grad, sharded_clip_step, 
 // The objective on the sharded model: SFT with the unit functions above, or
 // DPO through DpoModelOps.
 static int sharded_objective(TrainSetup *t, GemmaModel *model, Sharded *s, TrainObjective *obj, FimiError *err) {
+  if (t->is_grpo) {
+    // Every train rank plays the step's rollouts on the gathered weights
+    // (the same on every rank); the update runs in ZeRO-3 units.
+    if (!(s->grpo = fimi_calloc(1, sizeof *s->grpo, err))) return -1;
+    if (grpo_run_init(s->grpo, &t->grpo, model, t->init_dir, t->tokenizer_path, t->roles, t->world, obj, &t->loop,
+                      err) != 0)
+      return -1;
+    s->grpo->ops = (GrpoModelOps){sharded_forward, sharded_backward, sharded_all_reduce_sum, s, s->comm->rank,
+                                  s->comm->world, (int)s->unit_size};
+    grpo_objective_set_model_ops(&s->grpo->objective, &s->grpo->ops);
+    return 0;
+  }
   sft_objective_init(&s->sft, &model->config, obj);
   if (strcmp(t->objective, "dpo")) {
     obj->ctx = s;
@@ -515,9 +561,10 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
     train_state_init_sharded(&state, model, &sharded_ops, s, comm->rank, comm->world);
     if (comm->rank != 0) t->loop.progress = 0;
     TrainSummary summary;
-    rc = train_run(&t->loop, &state, &obj, train, eval, &summary, err);
+    rc = train_run(&t->loop, &state, &obj, s->grpo ? &s->grpo->objective.rows : train, eval, &summary, err);
     if (rc == 0 && comm->rank == 0) {
       print_summary(&summary, t->loop.out_dir);
+      if (s->grpo) grpo_run_print_summary(s->grpo);
       if (!strcmp(t->objective, "dpo")) print_dpo_summary(&summary, &s->dpo);
       printf("fimi train: ZeRO-3 across %d rank%s\n", comm->world, comm->world > 1 ? "s" : "");
     }
@@ -528,6 +575,8 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
   sft_objective_free(&s->sft);
   dpo_objective_free(&s->dpo);
   if (s->have_reference) gemma_model_free(&s->reference);
+  if (s->grpo) grpo_run_free(s->grpo);
+  free(s->grpo);
   free(s);
   return rc;
 }
@@ -542,21 +591,25 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
   DatasetKind kind = strcmp(t->objective, "dpo") ? DATASET_SFT : DATASET_DPO;
   TrainState state;
   int state_ok = 0, rc = reference_pass(t, &model, comm, err);
-  if (rc == 0 && dataset_open(t->train_path, model.config.vocab_size, &train, err) != 0)
+  if (t->is_grpo) have_eval = 0;  // GRPO validates on env.val_tasks, not on a dataset
+  if (rc == 0 && !t->is_grpo && dataset_open(t->train_path, model.config.vocab_size, &train, err) != 0)
     rc = fimi_fail_wrap(err, "data.train");
-  have_train = rc == 0;
+  have_train = rc == 0 && !t->is_grpo;
   if (rc == 0 && have_eval && dataset_open(t->eval_path, model.config.vocab_size, &eval, err) != 0) {
     rc = fimi_fail_wrap(err, "data.eval");
     have_eval = 0;
   }
-  if (rc == 0 && (train.kind != kind || (have_eval && eval.kind != kind)))
+  if (rc == 0 && !t->is_grpo && (train.kind != kind || (have_eval && eval.kind != kind)))
     rc = fimi_fail(err, "train.objective %s needs %s datasets (fimi data tokenize --kind %s)", t->objective,
                    dataset_kind_name(kind), dataset_kind_name(kind));
   CudaTrainer *gpu = NULL;
   if (rc == 0 && comm) {
     rc = run_sharded(t, &model, comm, &train, have_eval ? &eval : NULL, err);
   } else {
-    if (rc == 0 && t->device == DEVICE_CUDA) {
+    if (rc == 0 && t->device == DEVICE_CUDA && t->is_grpo) {
+      rc = fimi_fail(err, "train.objective grpo runs on --device cpu only so far: the rollout engine has no GPU "
+                     "policy yet (docs/grpo.md)");
+    } else if (rc == 0 && t->device == DEVICE_CUDA) {
       CudaTrainerOptions options = {t->cuda_attention, t->recompute};
       rc = cuda_trainer_create(&gpu, &model, &t->adamw, &t->rules, t->loop.rng_seed, &options, &state, err);
       if (rc == 0 && !strcmp(t->objective, "dpo") && t->reference == DPO_REFERENCE_MODEL)
@@ -584,7 +637,11 @@ static int run_on_ranks(TrainSetup *setup, const Config *config, Communicator *w
   DistRoles roles;
   if (dist_roles_from_config(&roles, world, config, err) != 0) return -1;
   int rc = 0;
-  if (roles.role == ROLE_ENV) {
+  setup->roles = &roles;
+  setup->world = world;
+  if (roles.role == ROLE_ENV && setup->is_grpo) {
+    rc = grpo_serve_env(&setup->grpo, &roles, world, err);
+  } else if (roles.role == ROLE_ENV) {
     if (roles.role_index == 0)
       log_info("%d env rank%s idle: train.objective %s uses no environment", roles.layout.num_env,
                roles.layout.num_env > 1 ? "s" : "", setup->objective);

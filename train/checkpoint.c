@@ -19,6 +19,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "data/h5_create.h"
 #include "model/weights.h"
 
 #define TMP_PREFIX ".tmp-step_"
@@ -149,13 +150,27 @@ int checkpoint_clean_temp(const char *out_dir, FimiError *err) {
   return n;
 }
 
+// The step OUT/best links to, or -1 when there is no such link.
+static int64_t best_step(const char *out_dir) {
+  char link[CHECKPOINT_PATH_MAX], target[256];
+  FimiError ignored = {0};
+  int64_t step = -1;
+  if (path_join(link, sizeof link, out_dir, CHECKPOINT_BEST_LINK, &ignored) != 0) return -1;
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return -1;
+  target[n] = 0;
+  return parse_step_name(target, STEP_PREFIX, &step) ? step : -1;
+}
+
 static int prune_checkpoints(const char *out_dir, int keep_last, FimiError *err) {
   if (keep_last <= 0) return 0;
   int64_t *steps;
   int count;
   if (list_checkpoints(out_dir, &steps, &count, err) != 0) return -1;
   int rc = 0;
+  int64_t best = best_step(out_dir);
   for (int i = 0; rc == 0 && i + keep_last < count; i++) {
+    if (steps[i] == best) continue;  // the best checkpoint stays, whatever keep_last says
     char path[CHECKPOINT_PATH_MAX], done[CHECKPOINT_PATH_MAX];
     rc = step_dir(path, sizeof path, out_dir, STEP_PREFIX, steps[i], err);
     // DONE goes first, so a deletion cut short leaves no "complete" half.
@@ -195,7 +210,7 @@ static int h5_read_attr_i64(hid_t loc, const char *name, int64_t *value, const c
 // this file holds (0 and 1 for the replicated optimizer.h5).
 static int write_optimizer(const char *path, AdamW *opt, int rank, int world, FimiError *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t file = h5_create_file(path);
   if (file < 0) return fimi_fail(err, "HDF5: cannot create %s", path);
   int rc = h5_attr_i64(file, "format_version", CHECKPOINT_FORMAT_VERSION, err);
   if (rc == 0) rc = h5_attr_i64(file, "step", opt->step, err);
@@ -206,7 +221,7 @@ static int write_optimizer(const char *path, AdamW *opt, int rank, int world, Fi
     if ((rc = adamw_state_array(opt, i, &a, err)) != 0) break;
     hsize_t dims[1] = {(hsize_t)a.numel};
     hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t ds = space >= 0 ? H5Dcreate2(file, a.name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    hid_t ds = space >= 0 ? h5_create_dataset(file, a.name, H5T_IEEE_F32LE, space) : -1;
     if (ds < 0 || (a.numel > 0 && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data) < 0))
       rc = fimi_fail(err, "HDF5: cannot write \"%s\" to %s", a.name, path);
     if (ds >= 0) H5Dclose(ds);
@@ -532,4 +547,16 @@ int checkpoint_load_shard(const char *dir, GemmaModel *model, AdamW *opt, Traine
 
 int checkpoint_load(const char *dir, GemmaModel *model, AdamW *opt, TrainerState *ts, FimiError *err) {
   return checkpoint_load_shard(dir, model, opt, ts, 0, 1, err);
+}
+
+int checkpoint_link_best(const char *out_dir, int64_t step, FimiError *err) {
+  char link[CHECKPOINT_PATH_MAX], tmp[CHECKPOINT_PATH_MAX], target[64];
+  snprintf(target, sizeof target, STEP_PREFIX "%06lld", (long long)step);
+  if (path_join(link, sizeof link, out_dir, CHECKPOINT_BEST_LINK, err) != 0) return -1;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", link) >= (int)sizeof tmp) return fimi_fail(err, "path too long: %s", link);
+  // A new link renamed over the old one: OUT/best is never missing.
+  unlink(tmp);
+  if (symlink(target, tmp) != 0) return fimi_fail(err, "cannot create the link %s: %s", tmp, strerror(errno));
+  if (rename(tmp, link) != 0) return fimi_fail(err, "cannot rename %s to %s: %s", tmp, link, strerror(errno));
+  return 0;
 }

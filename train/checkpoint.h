@@ -76,6 +76,11 @@ int checkpoint_find_latest(const char *out_dir, char *path, size_t path_size, in
 // Loads a checkpoint into an existing model (same architecture: names and
 // shapes must match), optimizer (same buffers) and *ts. Validates everything;
 // on failure the model and optimizer may hold a mix of old and new values.
+// OUT/best -> step_NNNNNN (a relative symlink, replaced atomically). Pruning
+// by keep_last never deletes the checkpoint OUT/best points to.
+#define CHECKPOINT_BEST_LINK "best"
+int checkpoint_link_best(const char *out_dir, int64_t step, FimiError *err);
+
 int checkpoint_load(const char *dir, GemmaModel *model, AdamW *opt, TrainerState *ts, FimiError *err);
 // The same for rank `rank` of a `world`-rank sharded run: opt is the rank's
 // shard optimizer; the shard file must come from a run of the same world size

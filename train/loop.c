@@ -86,7 +86,7 @@ static int truncate_metrics(const char *path, int64_t step, FimiError *err) {
 
 typedef struct StepRecord {
   int64_t step;
-  double loss, lr, grad_norm, tokens_per_s, elapsed, eval_loss;
+  double loss, lr, grad_norm, tokens_per_s, elapsed, eval_loss, validation;
   int64_t tokens, loss_tokens, skipped;
   int step_skipped, clipped;
 } StepRecord;
@@ -106,6 +106,7 @@ static int write_metrics(FILE *f, const TrainLoopConfig *c, const StepRecord *r,
   cJSON_AddBoolToObject(o, "step_skipped", r->step_skipped);
   cJSON_AddBoolToObject(o, "clipped", r->clipped);
   if (!isnan(r->eval_loss)) cJSON_AddNumberToObject(o, "eval_loss", r->eval_loss);
+  if (!isnan(r->validation)) cJSON_AddNumberToObject(o, "validation", r->validation);
   if (c->step_metrics && c->step_metrics(c->step_metrics_ctx, r->step, o, err) != 0) {
     cJSON_Delete(o);
     return -1;
@@ -196,6 +197,10 @@ static int agree(TrainState *s, int rc, const char *what, FimiError *err) {
 
 // Replicated: the model and its optimizer. Sharded: every rank reads the
 // full weights and its own optimizer shard, then sets its shards.
+static int agree_if_sharded(TrainState *s, int rc, const char *what, FimiError *err) {
+  return s->ops ? agree(s, rc, what, err) : rc;
+}
+
 static int load_checkpoint(TrainState *s, const char *path, TrainerState *ts, FimiError *err) {
   if (!s->ops) return checkpoint_load(path, s->model, &s->opt, ts, err);
   int rc = checkpoint_load_shard(path, s->model, s->ops->optimizer(s->ops_ctx), ts, s->rank, s->world, err);
@@ -313,7 +318,9 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   if (c->progress) progress_start(&progress, label, c->steps - ts.step, stderr);
   for (int64_t step = ts.step + 1; rc == 0 && step <= c->steps; step++) {
     double step_t0 = monotonic_seconds();
-    StepRecord r = {.step = step, .eval_loss = NAN};
+    StepRecord r = {.step = step, .eval_loss = NAN, .validation = NAN};
+    if (c->begin_step && (rc = agree_if_sharded(s, c->begin_step(c->hooks_ctx, s, step, err), "begin_step", err)) != 0)
+      break;
     train_state_zero_grad(s);
     rc = accumulate(c, s, obj, train, &loader, idx, &r, err);
     if (rc == 0) rc = apply_update(c, s, &ts, &r, err);
@@ -335,6 +342,16 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
         ts.best_eval_step = step;
       }
     }
+    int new_best = 0;
+    if (c->validate && ((c->eval_every > 0 && step % c->eval_every == 0) || step == c->steps)) {
+      rc = agree_if_sharded(s, c->validate(c->hooks_ctx, s, step, &r.validation, err), "validation", err);
+      if (rc != 0) break;
+      if (isfinite(r.validation) && !(r.validation <= ts.best_eval)) {
+        ts.best_eval = r.validation;
+        ts.best_eval_step = step;
+        new_best = 1;
+      }
+    }
     if (metrics && (rc = write_metrics(metrics, c, &r, err)) != 0) break;
     if (summary->end_step == summary->start_step) summary->first_loss = r.loss;
     summary->last_loss = r.loss;
@@ -346,8 +363,10 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
                isnan(r.eval_loss) ? "" : " | eval");
       progress_update(&progress, step - summary->start_step, (double)summary->tokens, "tok", extra);
     }
-    if ((c->save_every > 0 && step % c->save_every == 0) || step == c->steps || step == c->stop_at_step)
+    if (new_best || (c->save_every > 0 && step % c->save_every == 0) || step == c->steps || step == c->stop_at_step)
       rc = save(c, s, &ts, &rng, elapsed0 + (monotonic_seconds() - t0), err);
+    if (rc == 0 && new_best && s->rank == 0) rc = checkpoint_link_best(c->out_dir, step, err);
+    if (c->validate && s->ops) rc = agree(s, rc, "best checkpoint", err);
     if (step == c->stop_at_step) break;
   }
   if (c->progress) progress_finish(&progress);

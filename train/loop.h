@@ -60,6 +60,18 @@ typedef struct TrainLoopConfig {
   int (*objective_save)(void *ctx, struct cJSON *state, FimiError *err);
   int (*objective_load)(void *ctx, const struct cJSON *state, FimiError *err);
   void *objective_ctx;
+  // Optional: called at the start of every step, before its gradients are
+  // zeroed (GRPO generates the step's rollouts here from the current weights).
+  int (*begin_step)(void *ctx, TrainState *s, int64_t step, FimiError *err);
+  // Optional: a validation score, higher is better (GRPO: mean reward on the
+  // validation tasks), at the eval cadence (every eval_every steps and at the
+  // last step). It takes the place of the eval loss for the best checkpoint:
+  // trainer_state.json's best_eval is then the highest score, the step that
+  // reached it is saved (also between save_every steps), kept whatever
+  // keep_last says, and linked as OUT/best. The score is logged as
+  // "validation" in metrics.jsonl.
+  int (*validate)(void *ctx, TrainState *s, int64_t step, double *score, FimiError *err);
+  void *hooks_ctx;  // for begin_step and validate
 } TrainLoopConfig;
 
 // Defaults: steps 100, micro_batch 4, grad_accum 1, max_grad_norm 1,
