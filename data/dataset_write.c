@@ -20,6 +20,7 @@
 #include "data/chat.h"
 #include "data/dataset.h"
 #include "data/dataset_internal.h"
+#include "data/h5_create.h"
 #include "data/tokenizer.h"
 
 #define DATASET_MAX_LINE ((size_t)256 << 20)
@@ -446,7 +447,7 @@ int h5_write_array(hid_t loc, const char *name, hid_t file_type, hid_t mem_type,
   hsize_t dims[1] = {(hsize_t)n};
   hid_t space = H5Screate_simple(1, dims, NULL);
   if (space < 0) return fimi_fail(err, "HDF5: cannot create a dataspace for \"%s\"", name);
-  hid_t ds = H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t ds = h5_create_dataset(loc, name, file_type, space);
   int rc = 0;
   if (ds < 0) rc = fimi_fail(err, "HDF5: cannot create dataset \"%s\"", name);
   else if (n > 0 && H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
@@ -483,7 +484,7 @@ static int write_fields(hid_t file, Writer *w, DatasetKind kind, FimiError *err)
   for (int i = 0; i < w->num_fields; i++) {
     const char *name = FIELD_NAMES[kind][i];
     FieldBuf *f = &w->field[i];
-    hid_t g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g = h5_create_group(file, name);
     if (g < 0) return fimi_fail(err, "HDF5: cannot create group \"%s\"", name);
     int rc = h5_write_array(g, "tokens", H5T_STD_I32LE, H5T_NATIVE_INT32, f->ids.data, f->ids.len, err) ||
              h5_write_array(g, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, f->offsets, f->num_offsets, err) ||
@@ -512,7 +513,7 @@ static int write_attrs(hid_t file, const Writer *w, int32_t vocab, const char *h
 static int write_h5(const char *tmp_path, Writer *w, int32_t vocab, const char *hash, const char *source,
                     FimiError *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  hid_t file = H5Fcreate(tmp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t file = h5_create_file(tmp_path);
   if (file < 0) return fimi_fail(err, "%s: HDF5 cannot create the file", tmp_path);
   int rc = write_fields(file, w, w->opt->kind, err) || write_attrs(file, w, vocab, hash, source, err) ? -1 : 0;
   if (H5Fclose(file) < 0 && rc == 0) rc = fimi_fail(err, "%s: HDF5 close failed", tmp_path);
@@ -614,7 +615,7 @@ static int copy_file(const char *from, const char *to, FimiError *err) {
 
 static int add_ref(const char *tmp_path, const char *name, const float *values, int64_t rows, FimiError *err) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  hid_t file = H5Fopen(tmp_path, H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t file = h5_open_file_rw(tmp_path);
   if (file < 0) return fimi_fail(err, "HDF5 cannot open the file for writing");
   int64_t file_rows = -1;
   int rc = 0;
