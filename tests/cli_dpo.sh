@@ -6,22 +6,23 @@
 # metrics.jsonl carries TRL's DPO metrics; accuracy and margins rise and the
 # held-out accuracy reaches 0.9; 10 steps + --resume + 10 equals 20 straight;
 # dpo.reference = model gives the same first step as the precomputed pass;
-# the divergence monitor warns in the log; the 40-GPU config parses
-# (--dry-run); config errors. Usage: cli_dpo.sh PATH/TO/fimi
+# the divergence monitor warns in the log (every run has a low threshold,
+# so the 20-step run shows it); the 40-GPU config parses (--dry-run); config
+# errors. Usage: cli_dpo.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 source "$SRC/tests/lib_cli.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-PY="$SRC/.venv/bin/python"
-"$PY" -c "import h5py" 2>/dev/null || PY=""
+require_python json  # h5py and numpy too, when there, for the reference values
 CONFIG="$SRC/configs/tiny-cpu-dpo.ini"
 D="$WORK/tiny-dpo"
 mkdir -p "$D"
-train() {  # train OUT_DIR [more args...]
+train() {  # train OUT_DIR [more args...]  (the monitor only logs: metrics do not depend on it)
   local out="$1"; shift
   "$FIMI" train --config "$CONFIG" --set train.init="$D/init" --set data.train="$D/train.h5" \
-    --set data.eval="$D/eval.h5" --set train.out_dir="$out" --set train.progress=false "$@"
+    --set data.eval="$D/eval.h5" --set train.out_dir="$out" --set train.progress=false \
+    --set dpo.monitor_margin=1.0 --set dpo.monitor_window=3 "$@"
 }
 
 make_tiny_tokenizer "$D"
@@ -32,15 +33,25 @@ cp "$D/train.h5" "$D/train-noref.h5"
 expect_ok "train 20 steps" train "$WORK/a"
 cat "$WORK/out"
 expect_true "reference pass logged" grep -q "wrote ref_logp_chosen and ref_logp_rejected" "$WORK/err"
-if [ -n "$PY" ]; then
+# The divergence monitor: margins above 1.0 for 3 steps warn in the log.
+expect_true "monitor warning logged" grep -q "DPO margin .* has stayed above 1.0 for 3 steps" "$WORK/err"
+for f in train eval; do
+  expect_ok "fimi data info $f.h5" "$FIMI" data info --json "$D/$f.h5"
+  expect_true "$f.h5 lists ref_logp_chosen and ref_logp_rejected" "$PY" -c 'import json, sys
+assert sorted(json.load(open(sys.argv[1]))["ref"]) == ["ref_logp_chosen", "ref_logp_rejected"]' "$WORK/out"
+done
+if has_python h5py numpy; then
+  echo "reference log-probs checked with fimi data info and h5py ($PY): shapes, finite, negative"
   expect_true "ref_logp_* in both files, finite, negative" "$PY" -c 'import h5py, numpy as np, sys
 for p in sys.argv[1:]:
     f = h5py.File(p); c, r = f["ref_logp_chosen"][()], f["ref_logp_rejected"][()]
     assert c.shape == r.shape == (len(f["prompt/offsets"]) - 1,), (c.shape, r.shape)
     assert np.isfinite(c).all() and (c < 0).all() and (r < 0).all()' "$D/train.h5" "$D/eval.h5"
+else
+  echo "reference log-probs checked with fimi data info only (names); their values not read: no h5py/numpy in $PY"
 fi
 expect_true "20 metric lines" test "$(wc -l <"$WORK/a/metrics.jsonl")" = 20
-expect_true "DPO metrics: step 1 at ln 2 with zero rewards, accuracy and margins rise" python3 -c 'import json, math, sys
+expect_true "DPO metrics: step 1 at ln 2 with zero rewards, accuracy and margins rise" "$PY" -c 'import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 keys = ["rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "logps/chosen",
         "logps/rejected", "rewards/chosen_change", "rewards/rejected_change"]
@@ -72,14 +83,10 @@ expect_true "resumed weights == straight (bitwise)" cmp "$WORK/a/step_000020/mod
 expect_ok "reference = model" train "$WORK/m" --set dpo.reference=model --set train.steps=2 \
   --set data.train="$D/train-noref.h5" --set data.eval=
 expect_true "no reference pass with reference = model" sh -c "! grep -q 'reference pass' '$WORK/err'"
-expect_true "reference model: step 1 loss ln 2, rewards exactly 0" python3 -c 'import json, math, sys
+expect_true "reference model: step 1 loss ln 2, rewards exactly 0" "$PY" -c 'import json, math, sys
 r = json.loads(open(sys.argv[1]).readline())
 assert abs(r["loss"] - math.log(2)) < 1e-9 and r["rewards/chosen"] == 0 and r["rewards/rejected"] == 0, r' \
   "$WORK/m/metrics.jsonl"
-
-# The divergence monitor: margins above 1.0 for 3 steps warn in the log.
-expect_ok "monitor" train "$WORK/w" --set dpo.monitor_margin=1.0 --set dpo.monitor_window=3 --set data.eval=
-expect_true "monitor warning logged" grep -q "DPO margin .* has stayed above 1.0 for 3 steps" "$WORK/err"
 
 # Configs.
 expect_ok "gemma3-4b 40-GPU config parses" "$FIMI" train --config "$SRC/configs/gemma3-4b-dpo-40gpu.ini" --dry-run

@@ -8,6 +8,7 @@
 set -uo pipefail
 FIMI="$1"
 source "$(dirname "$0")/lib_cli.sh"
+require_python json
 
 expect_ok "tools" "$FIMI" env tools
 grep -q "^verify_customer" "$WORK/out" || { echo "FAIL: tools lacks verify_customer"; failures=$((failures + 1)); }
@@ -25,7 +26,7 @@ checks=$((checks + 1)); cmp -s "$WORK/a.jsonl" "$WORK/c.jsonl" && { echo "FAIL: 
 expect_ok "sample all" "$FIMI" env sample --family all --n 2 --seed 1 --out "$WORK/all.jsonl"
 expect_true "two tasks per family" test "$(grep -c "" "$WORK/all.jsonl")" -eq $((2 * nfam))
 
-id=$(head -1 "$WORK/a.jsonl" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["id"])')
+id=$(head -1 "$WORK/a.jsonl" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.readline())["id"])')
 expect_ok "replay" "$FIMI" env replay --task-file "$WORK/a.jsonl" --task "$id"
 cp "$WORK/out" "$WORK/replay.txt"
 grep -q '^\[0\] <tool_call>{"name":"verify_customer"' "$WORK/replay.txt" || { echo "FAIL: replay step 0"; failures=$((failures + 1)); }
@@ -35,7 +36,7 @@ grep -q '^communicate fd_id = FD' "$WORK/replay.txt" || { echo "FAIL: replay lac
 
 # A scripted oracle through a pipe: ask every field, run the gold chain,
 # then say the values replay printed.
-python3 - "$WORK/a.jsonl" "$id" "$WORK/replay.txt" > "$WORK/turns.txt" <<'PY'
+"$PY" - "$WORK/a.jsonl" "$id" "$WORK/replay.txt" > "$WORK/turns.txt" <<'PY'
 import json, sys
 task = next(t for t in map(json.loads, open(sys.argv[1])) if t["id"] == sys.argv[2])
 values = [l.split(" = ", 1)[1].strip() for l in open(sys.argv[3]) if l.startswith("communicate ")]

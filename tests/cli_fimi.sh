@@ -5,6 +5,7 @@
 set -uo pipefail
 FIMI="$1"
 source "$(dirname "$0")/lib_cli.sh"
+require_python json
 
 expect_ok "info without path" "$FIMI" info
 grep -q "CUDA" "$WORK/out" || { echo "FAIL: info does not report CUDA status"; failures=$((failures + 1)); }
@@ -18,7 +19,7 @@ expect_ok "generate" "$FIMI" generate --model "$WORK/tiny" --prompt-ids 2,17,42 
 cp "$WORK/out" "$WORK/gen1"
 expect_ok "generate again" "$FIMI" generate --model "$WORK/tiny" --prompt-ids 2,17,42 --prompt-ids 2,5 --max-new 8 --seed 3 --no-stop --json
 cmp -s "$WORK/gen1" "$WORK/out" || { echo "FAIL: same seed gave different tokens"; failures=$((failures + 1)); }
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if all(len(c["generated"]) == 8 for c in d["completions"]) else 1)' "$WORK/gen1" || { echo "FAIL: expected 8 generated tokens"; cat "$WORK/gen1"; failures=$((failures + 1)); }
+"$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if all(len(c["generated"]) == 8 for c in d["completions"]) else 1)' "$WORK/gen1" || { echo "FAIL: expected 8 generated tokens"; cat "$WORK/gen1"; failures=$((failures + 1)); }
 
 expect_ok "score" "$FIMI" score --model "$WORK/tiny" --ids 2,17,42,99
 grep -qE '^\{"logprobs": \[-[0-9.e-]+, -[0-9.e-]+, -[0-9.e-]+\]\}$' "$WORK/out" || { echo "FAIL: score output"; cat "$WORK/out"; failures=$((failures + 1)); }

@@ -7,8 +7,9 @@ set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 source "$SRC/tests/lib_cli.sh"
+require_python json
 json_field() {  # json_field FILE PYTHON_EXPR(d) -> prints the value
-  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+  "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 
 expect_ok "train tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" \

@@ -14,7 +14,7 @@ set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 source "$(dirname "$0")/lib_cli.sh"
-PY="${PY:-python3}"
+require_python json  # PY: lib_cli.sh's Python
 
 make_tiny_tokenizer "$WORK"
 expect_ok "sample" "$FIMI" env sample --family all --n 1 --seed 3 --out "$WORK/tasks.jsonl"

@@ -2,11 +2,46 @@
 # test itself): a temporary WORK directory removed on exit, counters,
 # expect_ok / expect_fail / expect_true / cli_summary, and the tiny data the
 # training tests share (make_tiny_tokenizer, tokenize_tiny,
-# metrics_without_timing; they need FIMI and SRC set).
+# metrics_without_timing; they need FIMI and SRC set), and PY with
+# require_python: the Python the tests run, or a skip.
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 failures=0
 checks=0
+
+# PY: the project's Python. ctest passes FIMI_PYTHON (what CMake was given
+# with -DFIMI_PYTHON=..., empty by default); else the source tree's
+# .venv/bin/python (made by ./test.sh or launch/install-deps.sh --python);
+# else python3 from PATH.
+PY="${FIMI_PYTHON:-}"
+if [ -z "$PY" ]; then
+  PY="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv/bin/python"
+  [ -x "$PY" ] || PY=python3
+fi
+
+# require_python MODULE...: returns when $PY imports every MODULE; else
+# prints why and exits 77, which ctest reports as a skipped test (the
+# SKIP_RETURN_CODE of tests/CMakeLists.txt), never as a pass or a failure.
+require_python() {
+  local missing
+  if ! missing=$("$PY" -c 'import sys
+def ok(m):
+    try:
+        __import__(m); return True
+    except Exception:
+        return False
+print(" ".join(m for m in sys.argv[1:] if not ok(m)))' "$@" 2>&1); then
+    missing="$* (cannot run $PY)"
+  fi
+  if [ -n "$missing" ]; then
+    echo "SKIPPED: $(basename "$0") needs the Python modules $missing, not in $PY;" \
+      "run launch/install-deps.sh --python (the .venv) or configure with -DFIMI_PYTHON=/path/to/python"
+    exit 77
+  fi
+}
+
+# has_python MODULE...: whether $PY imports every MODULE (for optional checks).
+has_python() { "$PY" -c "import $(IFS=,; echo "$*")" >/dev/null 2>&1; }
 
 expect_ok() {  # expect_ok DESCRIPTION CMD...  (stdout in $WORK/out, stderr in $WORK/err)
   local what="$1"; shift
@@ -52,7 +87,7 @@ tokenize_tiny() {  # tokenize_tiny KIND DIR [PREFIX]: configs/data/tiny-KIND-{tr
 }
 
 metrics_without_timing() {  # metrics_without_timing METRICS_JSONL: the per-step metrics minus wall-clock fields
-  python3 -c 'import json, sys
+  "$PY" -c 'import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed"); print(json.dumps(d, sort_keys=True))' "$1"
 }

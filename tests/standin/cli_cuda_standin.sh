@@ -19,6 +19,7 @@ set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 source "$SRC/tests/lib_cli.sh"
+require_python json
 # Two threads at most: the test machines are shared (results do not depend on it).
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 CONFIG="$SRC/configs/tiny-cpu-sft.ini"
@@ -53,7 +54,7 @@ cat >"$D/gemma2.json" <<'EOF'
 EOF
 expect_ok "init gemma3 head_dim 64" "$FIMI" init --config "$CONFIG" --set model.config_json="$D/gemma3.json" \
   --tokenizer "$D/tokenizer.json" --out "$D/init"
-expect_true "init has head_dim 64" python3 -c 'import json, sys
+expect_true "init has head_dim 64" "$PY" -c 'import json, sys
 c = json.load(open(sys.argv[1])); assert c["head_dim"] == 64 and c["vocab_size"] == 600, c' "$D/init/config.json"
 expect_ok "init gemma2 softcapped" "$FIMI" init --config "$CONFIG" --set model.config_json="$D/gemma2.json" \
   --tokenizer "$D/tokenizer.json" --out "$D/init2"
@@ -63,7 +64,7 @@ expect_ok "train --device cpu" train "$WORK/cpu" --device cpu
 expect_ok "train --device cuda" train "$WORK/cuda" --device cuda
 cat "$WORK/out"
 expect_true "cuda: $STEPS metric lines" test "$(wc -l <"$WORK/cuda/metrics.jsonl")" = $STEPS
-expect_true "cuda: train loss falls by more than 2 nats" python3 -c 'import json, sys
+expect_true "cuda: train loss falls by more than 2 nats" "$PY" -c 'import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 first = sum(r["loss"] for r in rows[:3]) / 3; last = sum(r["loss"] for r in rows[-3:]) / 3
 print(first, last); assert first - last > 2.0 and rows[-1]["skipped"] == 0' "$WORK/cuda/metrics.jsonl"
@@ -74,13 +75,13 @@ print(first, last); assert first - last > 2.0 and rows[-1]["skipped"] == 0' "$WO
 # build) and 5.4e-4 (Release) at most over 12 steps (the loss falls 6.4 ->
 # 3.3), so 1e-2 leaves a wide margin for drift while a wrong kernel (off by a
 # whole term) moves the loss by far more.
-expect_true "cuda step losses within 1e-2 relative of cpu" python3 -c 'import json, sys
+expect_true "cuda step losses within 1e-2 relative of cpu" "$PY" -c 'import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]; b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 rel = [abs(x - y) / abs(x) for x, y in zip(a, b)]
 print("max relative loss difference cuda vs cpu: %.3g" % max(rel))
 assert len(a) == len(b) == int(sys.argv[3]) and max(rel) < 1e-2, rel' \
   "$WORK/cpu/metrics.jsonl" "$WORK/cuda/metrics.jsonl" $STEPS
-python3 -c 'import json, sys
+"$PY" -c 'import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]; b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 print("max relative loss difference cuda vs cpu: %.3g" % max(abs(x - y) / abs(x) for x, y in zip(a, b)))' \
   "$WORK/cpu/metrics.jsonl" "$WORK/cuda/metrics.jsonl" 2>/dev/null
@@ -101,7 +102,7 @@ expect_true "cuda: resumed weights == straight (bitwise)" cmp "$WORK/cuda/$last/
 expect_ok "cuda -> cpu: train to step 6 on cuda" train "$WORK/x" --device cuda --set train.stop_at_step=6
 expect_ok "cuda -> cpu: resume on cpu" train "$WORK/x" --device cpu --resume "$WORK/x"
 expect_true "cuda -> cpu: ran to the end" test -f "$WORK/x/$last/DONE"
-expect_true "cuda -> cpu: $STEPS metric lines, loss falling" python3 -c 'import json, sys
+expect_true "cuda -> cpu: $STEPS metric lines, loss falling" "$PY" -c 'import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(1, int(sys.argv[2]) + 1)), rows
 assert rows[-1]["loss"] < rows[0]["loss"] - 2.0 and rows[-1]["skipped"] == 0' "$WORK/x/metrics.jsonl" $STEPS
@@ -127,7 +128,7 @@ expect_ok "score --device cuda" "$FIMI" score --device cuda --model "$M" --ids "
 cp "$WORK/out" "$WORK/score_cuda.json"
 # 5e-2 absolute: the GPU forward is bf16 (weights and activations, fp32
 # accumulation): ~1e-2 on log-probs (cmd_score.c, tests/gpu/test_gpu_model.c).
-expect_true "score: cuda log-probs within 5e-2 of cpu" python3 -c 'import json, sys
+expect_true "score: cuda log-probs within 5e-2 of cpu" "$PY" -c 'import json, sys
 a = json.load(open(sys.argv[1]))["logprobs"]; b = json.load(open(sys.argv[2]))["logprobs"]
 d = max(abs(x - y) for x, y in zip(a, b))
 print("max |logprob cuda - cpu|: %.3g over %d tokens" % (d, len(a)))
@@ -145,7 +146,7 @@ cat "$WORK/gen_cuda.json"
 # Greedy decoding on the stand-in gives the cpu's tokens exactly: the top
 # logit leads the runner-up by far more than the bf16 error here. (On a real
 # GPU a near-tie could legitimately flip; this model and prompt have none.)
-expect_true "generate: cuda tokens == cpu tokens (16 of them)" python3 -c 'import json, sys
+expect_true "generate: cuda tokens == cpu tokens (16 of them)" "$PY" -c 'import json, sys
 a, b = (json.load(open(p))["completions"][0] for p in sys.argv[1:3])
 print(a, b); assert len(b["generated"]) == 16 and a == b' "$WORK/gen_cpu.json" "$WORK/gen_cuda.json"
 
@@ -168,7 +169,7 @@ for dev in cpu cuda; do
 done
 # Losses lie in [0, ln 2] here and fall to ~3e-3: 1e-2 absolute per step
 # (measured 4e-4 at most) and margins within 5% (bf16 log-prob sums).
-expect_true "dpo: cuda learns (accuracy 1, margins > 1) and follows the cpu run" python3 -c 'import json, math, sys
+expect_true "dpo: cuda learns (accuracy 1, margins > 1) and follows the cpu run" "$PY" -c 'import json, math, sys
 a = [json.loads(l) for l in open(sys.argv[1])]; b = [json.loads(l) for l in open(sys.argv[2])]
 assert len(a) == len(b) == int(sys.argv[3])
 assert abs(b[0]["loss"] - math.log(2)) < 2e-3, b[0]
