@@ -134,6 +134,18 @@ static const ConfigField dpo_fields[] = {
     {"dpo", "monitor_window", CONFIG_INT, "10", "divergence monitor: ... for this many consecutive steps"},
 };
 
+int cli_wants_help(int argc, char **argv, int from) {
+  for (int i = from; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+  return 0;
+}
+
+int cli_is_one_of(const char *arg, const char *const *names) {
+  for (; *names; names++)
+    if (!strcmp(arg, *names)) return 1;
+  return 0;
+}
+
 const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err) {
   if (*i + 1 >= argc) {
     fimi_fail(err, "%s needs a value", argv[*i]);

@@ -31,6 +31,13 @@ int cli_fail(const char *command, const FimiError *err);
 // Parses "2,45,17" into ids (malloc'd); each id must be in [0, vocab).
 int parse_token_ids(const char *text, int vocab, int **ids, int *count, FimiError *err);
 
+// 1 when --help or -h is among argv[from..argc): the command then prints its
+// usage on stdout and exits 0 (every command and subcommand answers --help).
+int cli_wants_help(int argc, char **argv, int from);
+// 1 when arg is one of the NULL-terminated names (a flag check made before
+// cli_flag_value, so that an unknown flag is named as such).
+int cli_is_one_of(const char *arg, const char *const *names);
+
 // Returns the value after a flag (argv[*i] is the flag), advancing *i, or
 // NULL with an error when it is missing.
 const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err);

@@ -14,8 +14,8 @@
 #include "core/log.h"
 #include "data/dataset.h"
 
-static void usage(void) {
-  fprintf(stderr,
+static void usage(FILE *out) {
+  fprintf(out,
           "usage: fimi data tokenize --input F.jsonl --tokenizer tokenizer.json --out F.h5 --kind sft|dpo\n"
           "                          [--max-length N] [--overlong truncate|drop] [--skip-bad] [--json]\n"
           "       fimi data info F.h5 [--json]\n"
@@ -77,8 +77,7 @@ static int run_tokenize(int argc, char **argv) {
   FimiError err = {0};
   DataArgs a = {0};
   if (parse_tokenize_args(argc, argv, &a, &err)) {
-    usage();
-    fprintf(stderr, "fimi data tokenize: %s\n", err.message);
+    fprintf(stderr, "fimi data tokenize: %s (see fimi data tokenize --help)\n", err.message);
     return CLI_EXIT_USAGE;
   }
   DatasetTokenizeStats s;
@@ -131,12 +130,13 @@ static int run_info(int argc, char **argv) {
     if (!strcmp(argv[i], "--json")) json = 1;
     else if (!path && argv[i][0] != '-') path = argv[i];
     else {
-      usage();
+      fprintf(stderr, "fimi data info: unexpected %s \"%s\" (see fimi data info --help)\n",
+              argv[i][0] == '-' ? "option" : "argument", argv[i]);
       return CLI_EXIT_USAGE;
     }
   }
   if (!path) {
-    usage();
+    fprintf(stderr, "fimi data info: a dataset PATH is required (see fimi data info --help)\n");
     return CLI_EXIT_USAGE;
   }
   FimiError err = {0};
@@ -182,9 +182,13 @@ static int run_info(int argc, char **argv) {
 }
 
 int cmd_data(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    usage();
-    return argc < 2 ? CLI_EXIT_USAGE : 0;
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+  }
+  if (cli_wants_help(argc, argv, 1)) {
+    usage(stdout);
+    return 0;
   }
   FimiError err = {0};
   CliOptions common;
@@ -192,7 +196,6 @@ int cmd_data(int argc, char **argv) {
   if (argc < 0) return cli_fail("data", &err);
   if (!strcmp(argv[1], "tokenize")) return run_tokenize(argc, argv);
   if (!strcmp(argv[1], "info")) return run_info(argc, argv);
-  fprintf(stderr, "fimi data: unknown subcommand \"%s\"\n", argv[1]);
-  usage();
+  fprintf(stderr, "fimi data: unknown subcommand \"%s\" (see fimi data --help)\n", argv[1]);
   return CLI_EXIT_USAGE;
 }

@@ -15,8 +15,8 @@
 #include "env/episode.h"
 #include "env/task_family.h"
 
-static void usage(void) {
-  fprintf(stderr,
+static void usage_to(FILE *out) {
+  fprintf(out,
           "usage: fimi env tools [--markdown | --json]\n"
           "       fimi env sample --family F|all --n N [--seed S] [--image-seed K] [--out FILE] [--list]\n"
           "       fimi env replay --task-file F --task ID\n"
@@ -33,6 +33,8 @@ static void usage(void) {
           "  transcripts   oracle conversations as SFT rows (messages with tool turns); --help for more\n");
 }
 
+static void usage(void) { usage_to(stderr); }
+
 static void print_table(void) {
   printf("%-32s %-4s %-7s %-4s %s\n", "tool", "rw", "charged", "auth", "area");
   for (int i = 0, n = env_tool_count(); i < n; i++)
@@ -47,8 +49,7 @@ static int cmd_env_tools(int argc, char **argv) {
     if (strcmp(argv[i], "--markdown") == 0) format = "markdown";
     else if (strcmp(argv[i], "--json") == 0) format = "json";
     else {
-      fprintf(stderr, "fimi env tools: unknown option \"%s\"\n", argv[i]);
-      usage();
+      fprintf(stderr, "fimi env tools: unknown option \"%s\" (see fimi env tools --help)\n", argv[i]);
       return CLI_EXIT_USAGE;
     }
   }
@@ -98,8 +99,7 @@ static int parse_env_args(const char *cmd, int argc, char **argv, EnvArgs *a) {
     const char *flag = argv[i];
     if (strcmp(flag, "--family") && strcmp(flag, "--out") && strcmp(flag, "--task-file") && strcmp(flag, "--task") &&
         strcmp(flag, "--agent") && strcmp(flag, "--n") && strcmp(flag, "--seed") && strcmp(flag, "--image-seed")) {
-      fprintf(stderr, "fimi env %s: unknown option \"%s\"\n", cmd, flag);
-      usage();
+      fprintf(stderr, "fimi env %s: unknown option \"%s\" (see fimi env %s --help)\n", cmd, flag, cmd);
       return CLI_EXIT_USAGE;
     }
     if (!(v = cli_flag_value(argc, argv, &i, &err))) return cli_fail("env", &err);
@@ -371,9 +371,16 @@ static int cmd_env_eval(int argc, char **argv) {
 
 int cmd_env(int argc, char **argv) {
   // argv[0] is "env".
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+  if (argc < 2) {
     usage();
-    return argc < 2 ? CLI_EXIT_USAGE : 0;
+    return CLI_EXIT_USAGE;
+  }
+  // fimi env --help, and --help of the subcommands whose usage is usage_to's.
+  static const char *const shared_usage[] = {"tools", "sample", "replay", "play", "eval", NULL};
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+      (cli_is_one_of(argv[1], shared_usage) && cli_wants_help(argc, argv, 2))) {
+    usage_to(stdout);
+    return 0;
   }
   if (strcmp(argv[1], "tools") == 0) return cmd_env_tools(argc - 2, argv + 2);
   if (strcmp(argv[1], "sample") == 0) return cmd_env_sample(argc - 2, argv + 2);
@@ -381,7 +388,7 @@ int cmd_env(int argc, char **argv) {
   if (strcmp(argv[1], "play") == 0) return cmd_env_play(argc - 2, argv + 2);
   if (strcmp(argv[1], "eval") == 0) return cmd_env_eval(argc - 2, argv + 2);
   if (strcmp(argv[1], "transcripts") == 0) return cmd_env_transcripts(argc - 2, argv + 2);
-  fprintf(stderr, "fimi env: unknown subcommand \"%s\"\n", argv[1]);
+  fprintf(stderr, "fimi env: unknown subcommand \"%s\" (see fimi env --help)\n", argv[1]);
   usage();
   return CLI_EXIT_USAGE;
 }

@@ -68,6 +68,9 @@ static int parse_generate_args(CliOptions *opts, int argc, char **argv, Generate
       *switch_flag = 1;
       continue;
     }
+    static const char *const flags[] = {"--model", "--tokenizer", "--prompt-ids", "--prompt", "--max-new",
+                                        "--temperature", "--top-p", "--seed", NULL};
+    if (!cli_is_one_of(flag, flags)) return fimi_fail(err, "unknown option %s (see fimi generate --help)", flag);
     const char *value = cli_flag_value(argc, argv, &i, err);
     if (!value) return -1;
     int known = 1;

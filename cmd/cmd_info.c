@@ -131,6 +131,10 @@ int cmd_info(int argc, char **argv) {
            "  PATH: a model directory (config.json + safetensors) or a .safetensors file\n");
     return 0;
   }
+  if (rest >= 2 && argv[1][0] == '-') {
+    fprintf(stderr, "fimi info: unknown option %s (see fimi info --help)\n", argv[1]);
+    return CLI_EXIT_USAGE;
+  }
   if (rest > 2) {
     fprintf(stderr, "fimi info: expected at most one PATH\n");
     return CLI_EXIT_USAGE;

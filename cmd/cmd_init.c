@@ -35,6 +35,9 @@ static int parse_init_args(CliOptions *opts, int argc, char **argv, InitArgs *ar
   args->max_shard_mb = 5000;
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i], *value = NULL;
+    static const char *const flags[] = {"--out", "--tokenizer", "--preset", "--config-json", "--seed", "--dtype",
+                                        "--max-shard-mb", NULL};
+    if (!cli_is_one_of(flag, flags)) return fimi_fail(err, "unknown option %s (see fimi init --help)", flag);
     if (!(value = cli_flag_value(argc, argv, &i, err))) return -1;
     if (!strcmp(flag, "--out")) {
       args->out_dir = value;

@@ -70,6 +70,10 @@ int cmd_score(int argc, char **argv) {
              "  --device cuda: on GPU 0 in bf16 (differs from the fp32 CPU result by ~1e-2)\n");
       return 0;
     }
+    if (strcmp(argv[i], "--model") && strcmp(argv[i], "--ids")) {
+      fimi_fail(&err, "unknown option %s (see fimi score --help)", argv[i]);
+      return cli_fail("score", &err);
+    }
     const char *flag = argv[i], *value = cli_flag_value(rest, argv, &i, &err);
     if (!value) return cli_fail("score", &err);
     if (!strcmp(flag, "--model")) model_dir = value;

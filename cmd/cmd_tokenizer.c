@@ -21,8 +21,8 @@ typedef struct TokArgs {
   int jsonl, add_special, no_special_match, skip_special, stream;
 } TokArgs;
 
-static void usage(void) {
-  fprintf(stderr,
+static void usage(FILE *out) {
+  fprintf(out,
           "usage: fimi tokenizer encode --tokenizer PATH (--text STR | --file F | --jsonl) [--add-special] "
           "[--no-special-match]\n"
           "       fimi tokenizer decode --tokenizer PATH (--ids 1,2,3 | --jsonl) [--skip-special] [--stream]\n"
@@ -190,30 +190,35 @@ static int run_info(const char *path, FimiError *err) {
 }
 
 int cmd_tokenizer(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    usage();
-    return argc < 2 ? CLI_EXIT_USAGE : 0;
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_EXIT_USAGE;
   }
   const char *sub = argv[1];
   if (!strcmp(sub, "train")) return cmd_tokenizer_train(argc - 1, argv + 1);
+  if (cli_wants_help(argc, argv, 1)) {
+    usage(stdout);
+    return 0;
+  }
   FimiError err = {0};
   CliOptions common;
   argc = cli_parse_common(&common, argc, argv, &err);  // --log-level and friends
   if (argc < 0) return cli_fail("tokenizer", &err);
   if (!strcmp(sub, "info")) {
-    if (argc != 3) { usage(); return CLI_EXIT_USAGE; }
+    if (argc != 3 || argv[2][0] == '-') {
+      fprintf(stderr, "fimi tokenizer info: expected one PATH (see fimi tokenizer info --help)\n");
+      return CLI_EXIT_USAGE;
+    }
     return run_info(argv[2], &err) ? cli_fail("tokenizer info", &err) : 0;
   }
   int encode = !strcmp(sub, "encode");
   if (!encode && strcmp(sub, "decode")) {
-    fprintf(stderr, "fimi tokenizer: unknown subcommand \"%s\"\n", sub);
-    usage();
+    fprintf(stderr, "fimi tokenizer: unknown subcommand \"%s\" (see fimi tokenizer --help)\n", sub);
     return CLI_EXIT_USAGE;
   }
   TokArgs a = {0};
   if (parse_args(argc, argv, &a, &err)) {
-    usage();
-    fprintf(stderr, "fimi tokenizer %s: %s\n", sub, err.message);
+    fprintf(stderr, "fimi tokenizer %s: %s (see fimi tokenizer %s --help)\n", sub, err.message, sub);
     return CLI_EXIT_USAGE;
   }
   Tokenizer *tok = NULL;

@@ -11,7 +11,7 @@
 #include "data/bpe_train.h"
 
 static void print_usage(void) {
-  fprintf(stderr,
+  fprintf(stdout,
           "usage: fimi tokenizer train --input FILE [FILE ...] [--input FILE ...] --vocab-size N --out PATH\n"
           "                            [--min-frequency N] [--max-token-bytes N] [--character-coverage X]\n"
           "  --vocab-size N          total tokens incl. 8 special + 256 byte tokens (>= %d)\n"
@@ -92,8 +92,7 @@ int cmd_tokenizer_train(int argc, char **argv) {
   bpe_train_default_options(&args.opt);
   if (parse_train_args(kept, argv, &args, &err) != 0) {
     free(args.inputs);
-    print_usage();
-    fprintf(stderr, "fimi tokenizer train: %s\n", err.message);
+    fprintf(stderr, "fimi tokenizer train: %s (see fimi tokenizer train --help)\n", err.message);
     return CLI_EXIT_USAGE;
   }
   BpeTrainStats stats;

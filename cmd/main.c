@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
     if (!strcmp(argv[1], subcommands[i].name)) return subcommands[i].run(argc - 1, argv + 1);
-  fprintf(stderr, "fimi: unknown command \"%s\"\n\n", argv[1]);
+  fprintf(stderr, "fimi: unknown command \"%s\" (see fimi --help)\n\n", argv[1]);
   print_usage(stderr);
   return CLI_EXIT_USAGE;
 }
