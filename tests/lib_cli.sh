@@ -9,10 +9,10 @@ trap 'rm -rf "$WORK"' EXIT
 failures=0
 checks=0
 
-# PY: the project's Python. ctest passes FIMI_PYTHON (what CMake was given
-# with -DFIMI_PYTHON=..., empty by default); else the source tree's
-# .venv/bin/python (made by ./test.sh or launch/install-deps.sh --python);
-# else python3 from PATH.
+# PY: the project's Python: FIMI_PYTHON (ctest sets it to what CMake was
+# given with -DFIMI_PYTHON=...; else it comes from the environment); else the
+# source tree's .venv/bin/python (made by ./test.sh or
+# launch/install-deps.sh --python); else python3 from PATH.
 PY="${FIMI_PYTHON:-}"
 if [ -z "$PY" ]; then
   PY="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv/bin/python"
