@@ -1,27 +1,108 @@
 #!/usr/bin/env bash
-# test.sh: builds fimi from scratch and runs every test: ctest (C unit and
-# CLI tests), the same parser tests under ASan+UBSan, a 30 s fuzz of each
-# parser, then pytest (interop with the Python safetensors library, and the
-# Hugging Face parity test when torch/transformers are installed in .venv).
+# test.sh: builds fimi from scratch and runs every test, then prints how long
+# each stage took (stage, seconds) and the slowest tests:
+#   deps         launch/install-deps.sh --python: missing Debian packages, .venv
+#   build        the Release build of everything (build/)
+#   ctest        C unit, CLI and mpirun tests (ctest -j)
+#   asan build   the tests below with ASan+UBSan (build-asan/); compiled in the
+#                background at nice 19 while the Release ctest runs, so it
+#                takes only the cores ctest leaves idle; what is left shows here
+#   asan ctest   the parsers of untrusted input, bank, dataset, optimizer, DPO,
+#                MPI, stand-in and CLI tests under ASan+UBSan
+#   fuzz         a libFuzzer run of every fuzz target (tests/fuzz/smoke.sh;
+#                built in the background after the ASan build), as many
+#                targets at once as there are cores
+#   pytest       interop with the Python safetensors, tokenizers, h5py (and,
+#                with torch/transformers in .venv, Hugging Face) libraries
+# Runs from any directory; every build folder is inside this checkout, so two
+# clones side by side share no build state.
+# Environment:
+#   FIMI_BUILD_DIR     Release build folder (default build; ASan: its name + -asan)
+#   FIMI_JOBS          build and test jobs (default: the number of cores)
+#   FIMI_FUZZ_SECONDS  seconds per fuzz target (default 30)
+#   FIMI_TEST_LONG=1   the long runs too: every timed launch of the GPU tests
+#                      on the host stand-in (tests/gpu/gpu_test.h
+#                      GPU_TEST_REPS; minutes more) and 300 s per fuzz target
+#   FIMI_TEST_SERIAL=1 no background builds (each stage alone, for timing them)
 set -euo pipefail
 cd "$(dirname "$0")"
-bash launch/install-deps.sh --python
+JOBS="${FIMI_JOBS:-$(nproc)}"
+if [ "${FIMI_TEST_LONG:-0}" = 1 ]; then export FIMI_TEST_LONG=1; else unset FIMI_TEST_LONG; fi
+FUZZ_SECONDS="${FIMI_FUZZ_SECONDS:-$([ "${FIMI_TEST_LONG:-0}" = 1 ] && echo 300 || echo 30)}"
 BUILD_DIR="${FIMI_BUILD_DIR:-build}"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
-(cd "$BUILD_DIR" && ctest --output-on-failure -j"$(nproc)")
-# The parsers of untrusted input (files, model output, tool calls) again under
-# AddressSanitizer + UBSan: every malformed case must be rejected without a
-# memory error. The CLI scripts run against the sanitized binary too.
 ASAN_DIR="${BUILD_DIR}-asan"
+SERIAL="${FIMI_TEST_SERIAL:-0}"
+
+# ---- stage timing ------------------------------------------------------------
+STAGES=() SECS=() NOTES=()
+T_START=$SECONDS
+T_STAGE=$SECONDS
+BG_PID=""
+stage_done() {  # stage_done NAME [NOTE]: the time since the previous stage ended
+  STAGES+=("$1") SECS+=($((SECONDS - T_STAGE))) NOTES+=("${2:-}")
+  T_STAGE=$SECONDS
+}
+slowest() {  # slowest LOG N: the N slowest tests of a ctest log
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.* *(\*\*\*)?([A-Za-z][A-Za-z ]*[a-z]) +([0-9.]+) sec$/\4 \1 \3/p' "$1" |
+    sort -rn | head -"$2" | awk '{printf "    %7.1f s  %s (%s)\n", $1, $2, $3}'
+}
+summary() {
+  local rc=$?
+  [ -n "$BG_PID" ] && kill -TERM -- "-$BG_PID" 2>/dev/null
+  [ "$rc" -ne 0 ] && stage_done "FAILED (exit $rc)" "in the stage after the last one above"
+  printf '\n%-16s %8s\n' stage seconds
+  for i in "${!STAGES[@]}"; do printf '%-16s %8d  %s\n' "${STAGES[$i]}" "${SECS[$i]}" "${NOTES[$i]}"; done
+  local total=$((SECONDS - T_START))
+  printf '%-16s %8d  (%d min %02d s)\n' total "$total" $((total / 60)) $((total % 60))
+  for dir in "$BUILD_DIR" "$ASAN_DIR"; do
+    [ -f "$dir/ctest.log" ] || continue
+    echo "slowest tests in $dir:"
+    slowest "$dir/ctest.log" 6
+    grep -h "^SKIPPED:" "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sed 's/^/  /'
+  done
+  return "$rc"
+}
+trap summary EXIT
+
+bash launch/install-deps.sh --python
+stage_done deps
+rm -f "$BUILD_DIR/ctest.log" "$ASAN_DIR/ctest.log"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" -j"$JOBS"
+stage_done build
 ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decode test_tokenizer test_bpe_train
             test_chat test_toolcall test_env_db test_env_tools test_env_knowledge test_env_task test_env_episode
             test_env_families_b test_dataset test_ops_adamw test_optim test_dpo_loss test_dist_shard mpi_comm_test
             test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
-            test_gpu_train_standin)
-cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null
-cmake --build "$ASAN_DIR" -j"$(nproc)" --target fimi fimi_standin "${ASAN_TESTS[@]}"
-(cd "$ASAN_DIR" && ctest --output-on-failure -j"$(nproc)" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*)\$")
+            test_gpu_train_standin env_mpi_test)
+# The parsers of untrusted input (files, model output, tool calls) again under
+# AddressSanitizer + UBSan: every malformed case must be rejected without a
+# memory error. The CLI scripts run against the sanitized binary too.
+asan_build() {
+  cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null &&
+    cmake --build "$ASAN_DIR" -j"$JOBS" --target fimi fimi_standin "${ASAN_TESTS[@]}"
+}
+# In the background, at the lowest priority while the Release ctest runs: the
+# ASan build, then the fuzz build (log: $ASAN_DIR.background.log).
+# Its own process group (setsid), so that a failure here stops all of it.
+if [ "$SERIAL" != 1 ]; then
+  setsid nice -n 19 bash -c "set -e; $(declare -p ASAN_DIR JOBS ASAN_TESTS); $(declare -f asan_build)
+    asan_build; tests/fuzz/smoke.sh --build-only" >"$ASAN_DIR.background.log" 2>&1 &
+  BG_PID=$!
+fi
+(cd "$BUILD_DIR" && ctest --output-on-failure -j"$JOBS" 2>&1 | tee ctest.log; exit "${PIPESTATUS[0]}")
+stage_done ctest "$(grep -E '^[0-9]+% tests passed' "$BUILD_DIR/ctest.log" || true)"
+if [ -n "$BG_PID" ]; then
+  wait "$BG_PID" || { tail -40 "$ASAN_DIR.background.log"; echo "test.sh: the background build failed"; exit 1; }
+  BG_PID=""
+fi
+asan_build
+stage_done "asan build" "$([ "$SERIAL" != 1 ] && echo "what the background build left")"
+(cd "$ASAN_DIR" && ctest --output-on-failure -j"$JOBS" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*|mpi_env_np3_env2)\$" 2>&1 |
+  tee ctest.log; exit "${PIPESTATUS[0]}")
+stage_done "asan ctest" "$(grep -E '^[0-9]+% tests passed' "$ASAN_DIR/ctest.log" || true)"
 # A short libFuzzer run of every fuzz target (tests/fuzz/smoke.sh lists them).
-tests/fuzz/smoke.sh 30
+tests/fuzz/smoke.sh "$FUZZ_SECONDS"
+stage_done fuzz "$FUZZ_SECONDS s per target"
 FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" .venv/bin/python -m pytest -q tests/interop
+stage_done pytest

@@ -133,6 +133,34 @@ static inline double max_rel_error(const float *got, const float *ref, size_t n)
   return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
 }
 
+// On the host stand-in the ops are the CPU reference: a timing measures
+// nothing and a large shape checks nothing about the test that a small one
+// does not, but both cost minutes of CPU. So there, unless FIMI_TEST_LONG=1
+// (test.sh's long runs):
+// GPU_TEST_REPS(n): timed launches of an op: 1 instead of n;
+// gpu_test_skip_large(what, flops): 1, with a line saying so, for a case of
+// more than 3e10 FLOPs (its forward), which the caller then skips.
+// On a GPU: n and 0, always.
+#ifdef FIMI_CUDA_STANDIN
+static inline int gpu_test_long(void) {
+  const char *v = getenv("FIMI_TEST_LONG");
+  return v && *v && strcmp(v, "0") != 0;
+}
+#define GPU_TEST_REPS(n) ((n) > 1 && !gpu_test_long() ? 1 : (n))
+static inline int gpu_test_skip_large(const char *what, double flops) {
+  if (flops <= 3e10 || gpu_test_long()) return 0;
+  printf("  %s: %.0f GFLOP, skipped on the host stand-in (FIMI_TEST_LONG=1 runs it)\n", what, flops / 1e9);
+  return 1;
+}
+#else
+#define GPU_TEST_REPS(n) (n)
+static inline int gpu_test_skip_large(const char *what, double flops) {
+  (void)what;
+  (void)flops;
+  return 0;
+}
+#endif
+
 #ifdef FIMI_CUDA_STANDIN
 // On the host stand-in the ops run synchronously: wall-clock time.
 typedef struct GpuTimer {

@@ -264,9 +264,9 @@ static void test_throughput(CudaContext *ctx) {
   adamw_update(&p, &m, &v, &one, 1, &step);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 2 + r);
-  double ms = gpu_timer_stop_ms(&t, ctx, reps);
-  for (int r = 0; r < reps; r++) adamw_update(&p, &m, &v, &one, 1, &step);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 2 + r);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) adamw_update(&p, &m, &v, &one, 1, &step);
   // a sample of the result: the first, a middle and the last 4096 elements
   const size_t k = 4096;
   size_t starts[3] = {0, n / 2 - 3, n - k};
@@ -284,8 +284,8 @@ static void test_throughput(CudaContext *ctx) {
   double *d_out = gpu_poisoned(ctx, sizeof(double));
   sum_squares_cuda(ctx, d_out, d_grad, n);  // warm-up
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) sum_squares_cuda(ctx, d_out, d_grad, n);
-  ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) sum_squares_cuda(ctx, d_out, d_grad, n);
+  ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   double got;
   cuda_download_f32(ctx, (float *)&got, (const float *)d_out, 2);
   double want = (double)n * (double)one * (double)one;

@@ -162,8 +162,8 @@ static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
     GpuTimer timer;
     int reps = 3;
     gpu_timer_start(&timer, ctx);
-    for (int r = 0; r < reps; r++) forward_variant(variant, ctx, d_out, d_lse, d_q, d_k, d_v, c, scale);
-    double ms = gpu_timer_stop_ms(&timer, ctx, reps);
+    for (int r = 0; r < GPU_TEST_REPS(reps); r++) forward_variant(variant, ctx, d_out, d_lse, d_q, d_k, d_v, c, scale);
+    double ms = gpu_timer_stop_ms(&timer, ctx, GPU_TEST_REPS(reps));
     printf("  fwd%s %s: out %.3e lse %.3e\n", suffix, shape, e_out, e_lse);
     gpu_report(op, shape, max2(e_out, e_lse), GPU_TOL_BF16, ms, fwd_flops / (ms * 1e-3) / 1e12, 0.0);
 
@@ -185,9 +185,9 @@ static void run_case(CudaContext *ctx, const AttnCase *c, uint64_t seed) {
     int same = memcmp(dq, dq2, nq * sizeof(float)) == 0 && memcmp(dk, dk2, nk * sizeof(float)) == 0 &&
                memcmp(dv, dv2, nk * sizeof(float)) == 0;
     gpu_timer_start(&timer, ctx);
-    for (int r = 0; r < reps && ran == 0; r++)
+    for (int r = 0; r < GPU_TEST_REPS(reps) && ran == 0; r++)
       backward_variant(variant, ctx, d_dq[0], d_dk[0], d_dv[0], d_dout, d_q, d_k, d_v, d_out_b, d_lse_ref, c, scale);
-    ms = gpu_timer_stop_ms(&timer, ctx, reps);
+    ms = gpu_timer_stop_ms(&timer, ctx, GPU_TEST_REPS(reps));
     printf("  bwd%s %s: dq %.3e dk %.3e dv %.3e deterministic %s\n", suffix, shape, e_dq, e_dk, e_dv,
            same ? "yes" : "NO");
     snprintf(op, sizeof op, "attention_bwd%s", suffix);
@@ -236,9 +236,9 @@ static void run_decode(CudaContext *ctx, int hd, int window, float softcap, uint
   GpuTimer timer;
   int reps = 10;
   gpu_timer_start(&timer, ctx);
-  for (int r = 0; r < reps; r++)
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++)
     attention_decode_cuda(ctx, d_out, d_q, d_k, d_v, d_len, B, S, nh, nkv, hd, window, softcap, scale);
-  double ms = gpu_timer_stop_ms(&timer, ctx, reps);
+  double ms = gpu_timer_stop_ms(&timer, ctx, GPU_TEST_REPS(reps));
   double bytes = 0.0;  // the K and V rows each sequence reads, once per kv head
   for (int b = 0; b < B; b++) {
     if (lengths[b] < 1) continue;

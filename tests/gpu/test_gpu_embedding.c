@@ -89,8 +89,8 @@ static void test_embedding(CudaContext *ctx, int N, int C, int V, int padding_id
   double e_f = max_rel_error(got, ref_out, nc);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) embedding_forward_cuda(ctx, d_out, d_tokens, d_wte, N, C, scale);
-  double ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) embedding_forward_cuda(ctx, d_out, d_tokens, d_wte, N, C, scale);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("embedding_forward", shape, e_f, GPU_TOL_BF16, ms, 0, 4.0 * nc / (ms * 1e-3) / 1e9);
 
   // backward from dw0, twice (accumulation), then once more from dw0 (determinism)

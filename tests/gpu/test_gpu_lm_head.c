@@ -77,6 +77,9 @@ static double softmax_part_error(const float *got, const float *ref, const float
 
 static void run_case(CudaContext *ctx, const LmHeadCase *lc, uint64_t seed) {
   int N = lc->N, C = lc->C, V = lc->V;
+  char what[96];
+  snprintf(what, sizeof what, "lm_head N=%d C=%d V=%d", N, C, V);
+  if (gpu_test_skip_large(what, 2.0 * N * C * V)) return;
   size_t n_h = (size_t)N * C, n_w = (size_t)V * C;
   float w_scale = 15.0f / sqrtf((float)C);
   float *hidden = host_random_bf16(n_h, 1.0f, seed);
@@ -153,9 +156,9 @@ static void run_case(CudaContext *ctx, const LmHeadCase *lc, uint64_t seed) {
     free(again);
     GpuTimer t;
     gpu_timer_start(&t, ctx);
-    for (int r = 0; r < lc->reps; r++)
+    for (int r = 0; r < GPU_TEST_REPS(lc->reps); r++)
       lm_head_logprob_forward_cuda(ctx, d_logprobs, d_lse, d_hidden, d_wte, d_targets, N, C, V, cap);
-    double ms = gpu_timer_stop_ms(&t, ctx, lc->reps);
+    double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(lc->reps));
     double flop = 2.0 * N * (double)C * V;
     gpu_report("lm_head_fwd logprob", shape, e_lp, TOL_LOGPROB_ABS, ms, flop / (ms * 1e9), 0.0);
     gpu_report("lm_head_fwd lse", shape, e_lse, TOL_LOGPROB_ABS, ms, 0.0, 0.0);
@@ -186,10 +189,10 @@ static void run_case(CudaContext *ctx, const LmHeadCase *lc, uint64_t seed) {
     }
     free(dh_again);
     gpu_timer_start(&t, ctx);
-    for (int r = 0; r < lc->reps; r++)
+    for (int r = 0; r < GPU_TEST_REPS(lc->reps); r++)
       lm_head_logprob_backward_cuda(ctx, d_dhidden, d_dwte, d_dlogprobs, d_hidden, d_wte, d_targets, d_lse, N, C,
                                     V, cap);
-    ms = gpu_timer_stop_ms(&t, ctx, lc->reps);
+    ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(lc->reps));
     gpu_report("lm_head_bwd dhidden", shape, e_dh, GPU_TOL_BF16, ms, 3.0 * flop / (ms * 1e9), 0.0);
     gpu_report("lm_head_bwd dwte", shape, e_dw, GPU_TOL_BF16, ms, 0.0, 0.0);
     gpu_report("lm_head_bwd dwte softmax part", shape, e_dw_soft, GPU_TOL_BF16, ms, 0.0, 0.0);
@@ -208,10 +211,10 @@ static void run_case(CudaContext *ctx, const LmHeadCase *lc, uint64_t seed) {
                memcmp(fused_dh, got_dh, n_h * sizeof(float)) == 0 && memcmp(fused_dw, got_dw, n_w * sizeof(float)) == 0;
     if (!same) printf("lm_head %s: fused forward+backward differs from forward then backward\n", shape);
     gpu_timer_start(&t, ctx);
-    for (int r = 0; r < lc->reps; r++)
+    for (int r = 0; r < GPU_TEST_REPS(lc->reps); r++)
       lm_head_logprob_forward_backward_cuda(ctx, d_logprobs, d_lse, d_dhidden, d_dwte, d_dlogprobs, d_hidden, d_wte,
                                             d_targets, N, C, V, cap);
-    ms = gpu_timer_stop_ms(&t, ctx, lc->reps);
+    ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(lc->reps));
     // error column: 0 when bitwise equal to the separate ops, else 1 (limit 0)
     gpu_report("lm_head_fused_fwdbwd", shape, same ? 0.0 : 1.0, 0.0, ms, 3.0 * flop / (ms * 1e9), 0.0);
     free(fused_lp), free(fused_lse), free(fused_dh), free(fused_dw);
@@ -245,6 +248,9 @@ static void run_case(CudaContext *ctx, const LmHeadCase *lc, uint64_t seed) {
 // lm_head_logits_cuda: full capped logits of a few rows against lm_head_logits.
 // Same fp32 logits on both sides (see the header): 1e-4 of the row scale.
 static void run_logits_case(CudaContext *ctx, int N, int C, int V, float cap, uint64_t seed) {
+  char what[96];
+  snprintf(what, sizeof what, "lm_head_logits N=%d C=%d V=%d", N, C, V);
+  if (gpu_test_skip_large(what, 2.0 * N * C * V)) return;
   size_t n_h = (size_t)N * C, n_w = (size_t)V * C, n_out = (size_t)N * V;
   float *hidden = host_random_bf16(n_h, 1.0f, seed);
   float *wte = host_random_bf16(n_w, 15.0f / sqrtf((float)C), seed + 1);
@@ -258,8 +264,8 @@ static void run_logits_case(CudaContext *ctx, int N, int C, int V, float cap, ui
   double e = max_rel_error(got, ref, n_out);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < 5; r++) lm_head_logits_cuda(ctx, d_logits, d_hidden, d_wte, N, C, V, cap);
-  double ms = gpu_timer_stop_ms(&t, ctx, 5);
+  for (int r = 0; r < GPU_TEST_REPS(5); r++) lm_head_logits_cuda(ctx, d_logits, d_hidden, d_wte, N, C, V, cap);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(5));
   char shape[128];
   snprintf(shape, sizeof shape, "N=%d C=%d V=%d cap=%g", N, C, V, cap);
   gpu_report("lm_head_logits", shape, e, 1e-4, ms, 2.0 * N * (double)C * V / (ms * 1e9), 0.0);

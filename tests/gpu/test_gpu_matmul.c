@@ -41,6 +41,7 @@ static void run_case(CudaContext *ctx, const MatmulCase *mc, uint64_t seed) {
   size_t n_inp = (size_t)N * C, n_w = (size_t)OC * C, n_out = (size_t)N * OC;
   char shape[128];
   snprintf(shape, sizeof shape, "N=%d C=%d OC=%d%s", N, C, OC, off ? " offset" : "");
+  if (gpu_test_skip_large(shape, 2.0 * N * C * OC)) return;
   float *inp = host_random_bf16(n_inp, 1.0f, seed);
   float *weight = host_random_bf16(n_w, 0.5f, seed + 1);
   float *dout = host_random_bf16(n_out, 1.0f, seed + 2);
@@ -76,8 +77,8 @@ static void run_case(CudaContext *ctx, const MatmulCase *mc, uint64_t seed) {
   free(again);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < mc->reps; r++) matmul_forward_cuda(ctx, d_out, d_inp, d_weight, N, C, OC);
-  double ms = gpu_timer_stop_ms(&t, ctx, mc->reps);
+  for (int r = 0; r < GPU_TEST_REPS(mc->reps); r++) matmul_forward_cuda(ctx, d_out, d_inp, d_weight, N, C, OC);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(mc->reps));
   double flops = 2.0 * N * C * OC;
   gpu_report("matmul_forward", shape, e_out, GPU_TOL_BF16, ms, flops / (ms * 1e-3) / 1e12, 0);
   if (!same) {
@@ -101,8 +102,8 @@ static void run_case(CudaContext *ctx, const MatmulCase *mc, uint64_t seed) {
   // timing: the whole backward, dinp and dweight (4 N C OC flops); dweight keeps
   // accumulating here, harmless after the checks above
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < mc->reps; r++) matmul_backward_cuda(ctx, d_dinp, d_dweight, d_dout, d_inp, d_weight, N, C, OC);
-  double ms_bwd = gpu_timer_stop_ms(&t, ctx, mc->reps);
+  for (int r = 0; r < GPU_TEST_REPS(mc->reps); r++) matmul_backward_cuda(ctx, d_dinp, d_dweight, d_dout, d_inp, d_weight, N, C, OC);
+  double ms_bwd = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(mc->reps));
   gpu_report("matmul_backward_dinp", shape, e_dinp > e_dinp2 ? e_dinp : e_dinp2, GPU_TOL_BF16, ms_bwd,
              4.0 * N * C * OC / (ms_bwd * 1e-3) / 1e12, 0);
   gpu_report("matmul_backward_dweight", shape, e_dw, TOL_F32_SUM, 0, 0, 0);

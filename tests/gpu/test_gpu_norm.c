@@ -68,8 +68,8 @@ static void test_rmsnorm(CudaContext *ctx, int N, int C, int reps, uint64_t seed
   double e_rstd = f32_error(ctx, d_rstd, ref_rstd, (size_t)N);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) rmsnorm_forward_cuda(ctx, d_out, d_rstd, d_x, d_w, N, C, RMS_EPS);
-  double ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) rmsnorm_forward_cuda(ctx, d_out, d_rstd, d_x, d_w, N, C, RMS_EPS);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("rmsnorm_forward", shape, e_out, GPU_TOL_BF16, ms, 0, gbps(4.0 * nc + 2.0 * C + 4.0 * N, ms));
   gpu_report("rmsnorm_forward_rstd", shape, e_rstd, TOL_F32_SUM, 0, 0, 0);
   // the forward without rstd must give the same output
@@ -96,8 +96,8 @@ static void test_rmsnorm(CudaContext *ctx, int N, int C, int reps, uint64_t seed
     gpu_failures++;
   }
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) rmsnorm_backward_cuda(ctx, d_dinp, d_dw, d_dout, d_x, d_w, d_rstd, N, C);
-  ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) rmsnorm_backward_cuda(ctx, d_dinp, d_dw, d_dout, d_x, d_w, d_rstd, N, C);
+  ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("rmsnorm_backward_dinp", shape, e_dinp, GPU_TOL_BF16, ms, 0, gbps(6.0 * nc + 2.0 * C + 4.0 * N, ms));
   gpu_report("rmsnorm_backward_dweight", shape, e_dw, TOL_F32_SUM, 0, 0, 0);
   gpu_report("rmsnorm_backward_dweight_accum", shape, e_dw2, TOL_F32_SUM, 0, 0, 0);
@@ -133,8 +133,8 @@ static void test_rope(CudaContext *ctx, int B, int T, int nh, int hd, float thet
   double e_f = bf16_error(ctx, d_out, ref_f, n);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) rope_forward_cuda(ctx, d_out, d_x, d_pos, N, nh, hd, theta, position_scale);
-  double ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) rope_forward_cuda(ctx, d_out, d_x, d_pos, N, nh, hd, theta, position_scale);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("rope_forward", shape, e_f, GPU_TOL_BF16, ms, 0, gbps(4.0 * n + 4.0 * N, ms));
 
   cuda_fill_bytes(ctx, d_out, 0xFF, n * sizeof(bf16));
@@ -181,15 +181,15 @@ static void test_geglu(CudaContext *ctx, size_t n, int offset, int reps, uint64_
   double e = bf16_error(ctx, d_out, ref, n);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) geglu_forward_cuda(ctx, d_out, d_gate, d_up, n);
-  double ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) geglu_forward_cuda(ctx, d_out, d_gate, d_up, n);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("geglu_forward", shape, e, GPU_TOL_BF16, ms, 0, gbps(6.0 * n, ms));
 
   geglu_backward_cuda(ctx, d_dg, d_du, d_dout, d_gate, d_up, n);
   double e_dg = bf16_error(ctx, d_dg, ref_dg, n), e_du = bf16_error(ctx, d_du, ref_du, n);
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) geglu_backward_cuda(ctx, d_dg, d_du, d_dout, d_gate, d_up, n);
-  ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) geglu_backward_cuda(ctx, d_dg, d_du, d_dout, d_gate, d_up, n);
+  ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("geglu_backward_dgate", shape, e_dg, GPU_TOL_BF16, ms, 0, gbps(10.0 * n, ms));
   gpu_report("geglu_backward_dup", shape, e_du, GPU_TOL_BF16, 0, 0, 0);
   // each gradient alone (the other NULL)
@@ -217,8 +217,8 @@ static void test_residual_and_casts(CudaContext *ctx, size_t n, int reps, uint64
   double e = bf16_error(ctx, d_out, ref, n);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) residual_add_cuda(ctx, d_out, d_a, d_b, n);
-  double ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) residual_add_cuda(ctx, d_out, d_a, d_b, n);
+  double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("residual_add", shape, e, GPU_TOL_BF16, ms, 0, gbps(6.0 * n, ms));
   residual_add_cuda(ctx, d_a, d_a, d_b, n);  // in place, out == a
   gpu_report("residual_add_inplace", shape, bf16_error(ctx, d_a, ref, n), GPU_TOL_BF16, 0, 0, 0);
@@ -236,15 +236,15 @@ static void test_residual_and_casts(CudaContext *ctx, size_t n, int reps, uint64
   cast_f32_to_bf16_cuda(ctx, d_h, d_f, n);
   double e_cast = bf16_error(ctx, d_h, rounded, n);
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) cast_f32_to_bf16_cuda(ctx, d_h, d_f, n);
-  ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) cast_f32_to_bf16_cuda(ctx, d_h, d_f, n);
+  ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("cast_f32_to_bf16", shape, e_cast, 0.0, ms, 0, gbps(6.0 * n, ms));
   float *d_back = gpu_poisoned(ctx, n * sizeof(float));
   cast_bf16_to_f32_cuda(ctx, d_back, d_h, n);
   double e_back = f32_error(ctx, d_back, rounded, n);
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < reps; r++) cast_bf16_to_f32_cuda(ctx, d_back, d_h, n);
-  ms = gpu_timer_stop_ms(&t, ctx, reps);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) cast_bf16_to_f32_cuda(ctx, d_back, d_h, n);
+  ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   gpu_report("cast_bf16_to_f32", shape, e_back, 0.0, ms, 0, gbps(6.0 * n, ms));
 
   free(a), free(b), free(ref), free(f), free(rounded);
