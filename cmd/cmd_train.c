@@ -180,6 +180,11 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
     return fimi_fail(err, "train.objective \"%s\" is not known (sft, dpo or grpo)", t->objective);
   if (read_dpo(c, t, err) != 0) return -1;
   if (t->is_grpo && grpo_setup_read(c, (uint64_t)seed, &t->grpo, err) != 0) return -1;
+  // Checked here too (not only when the objective starts), so --dry-run catches it.
+  if (t->is_grpo && l->micro_batch * l->grad_accum != (int64_t)t->grpo.grpo.tasks_per_step * t->grpo.grpo.group_size)
+    return fimi_fail(err, "train.micro_batch (%lld) x train.grad_accum (%lld) must equal grpo.tasks_per_step x "
+                     "grpo.group_size (%d rollouts a step)", (long long)l->micro_batch, (long long)l->grad_accum,
+                     t->grpo.grpo.tasks_per_step * t->grpo.grpo.group_size);
   struct stat st;
   if (path_join(t->tokenizer_path, sizeof t->tokenizer_path, t->init_dir, "tokenizer.json", err) != 0) return -1;
   if (stat(t->tokenizer_path, &st) != 0) {

@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/log.h"
 #include "core/progress.h"
 #include "core/rng.h"
 #include "train/loop.h"
@@ -138,10 +139,18 @@ static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
   GrpoObjective *g = ctx;
   const GrpoConfig *c = &g->config;
   int B = c->tasks_per_step, G = c->group_size, n = B * G;
-  if ((step - 1) % c->updates_per_batch != 0) {
-    memset(&g->last.loss, 0, sizeof g->last.loss);  // this step's loss sums start again
+  if ((step - 1) % c->updates_per_batch != 0 && g->batch_step >= 0) {
+    // A reuse step: its loss sums start again, and it spent no time on rollouts.
+    memset(&g->last.loss, 0, sizeof g->last.loss);
+    memset(&g->last.times, 0, sizeof g->last.times);
+    g->last.rollout_seconds = 0;
     return 0;
   }
+  if ((step - 1) % c->updates_per_batch != 0)
+    log_warn("resumed at step %lld, inside a batch of grpo.updates_per_batch = %d: the rollouts of step %lld are not "
+             "in the checkpoint, so step %lld samples a fresh batch (an uninterrupted run reuses them)",
+             (long long)step, c->updates_per_batch, (long long)(step - (step - 1) % c->updates_per_batch),
+             (long long)step);
   free_rollouts(g->rollouts, n);
   memset(g->rollouts, 0, (size_t)n * sizeof *g->rollouts);
   memset(&g->last, 0, sizeof g->last);
