@@ -104,5 +104,7 @@ stage_done "asan ctest" "$(grep -E '^[0-9]+% tests passed' "$ASAN_DIR/ctest.log"
 # A short libFuzzer run of every fuzz target (tests/fuzz/smoke.sh lists them).
 tests/fuzz/smoke.sh "$FUZZ_SECONDS"
 stage_done fuzz "$FUZZ_SECONDS s per target"
-FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" .venv/bin/python -m pytest -q tests/interop
+# pytest's temporary folders inside the build folder too (not /tmp/pytest-of-USER).
+FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" .venv/bin/python -m pytest -q \
+  --basetemp="$PWD/$BUILD_DIR/pytest-tmp" tests/interop
 stage_done pytest

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "data/tokenizer.h"
 #include "test_util.h"
@@ -144,8 +145,9 @@ static Tokenizer *load_spec(const Spec *sp) {
   CHECK(rc == 0, "load failed: %s", err.message);
   if (getenv("FIMI_TOK_DUMP")) {  // for checking fixtures against `tokenizers` by hand
     static int n = 0;
-    char path[64];
-    snprintf(path, sizeof(path), "/tmp/fimi_tok_fixture_%d.json", n++);
+    char path[512];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof(path), "%s/fimi_tok_fixture_%d_%d.json", tmp && *tmp ? tmp : "/tmp", (int)getpid(), n++);
     FILE *f = fopen(path, "w");
     if (f) { fputs(json, f); fclose(f); }
   }
