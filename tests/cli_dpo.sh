@@ -4,7 +4,8 @@
 # train. The first run adds ref_logp_chosen/ref_logp_rejected to both
 # datasets (the initial model's sums: step 1 has loss ln 2 and zero rewards);
 # metrics.jsonl carries TRL's DPO metrics; accuracy and margins rise and the
-# held-out accuracy reaches 0.9; 10 steps + --resume + 10 equals 20 straight;
+# held-out accuracy reaches 0.9; --resume from its step-10 checkpoint equals
+# the 20 straight steps;
 # dpo.reference = model gives the same first step as the precomputed pass;
 # the divergence monitor warns in the log (every run has a low threshold,
 # so the 20-step run shows it); the 40-GPU config parses (--dry-run); config
@@ -67,10 +68,15 @@ assert ev[-1]["eval_rewards/accuracies"] >= 0.9 and ev[-1]["eval_loss"] < math.l
 print(acc, mar)' "$WORK/a/metrics.jsonl"
 expect_true "checkpoint at step 20" test -f "$WORK/a/step_000020/DONE"
 
-# 10 + resume + 10 == 20 (the reference values now come from the files).
-expect_ok "train to step 10" train "$WORK/b" --set train.stop_at_step=10
+# Resume from the straight run's step-10 checkpoint (save_every 10; a run
+# stopped there with train.stop_at_step saves the same, cli_train.sh checks
+# that path) == the straight run's steps 11-20; the reference values now
+# come from the files. metrics.jsonl is cut back to step 10 on resume.
+mkdir -p "$WORK/b"
+cp -r "$WORK/a/step_000010" "$WORK/a/metrics.jsonl" "$WORK/b/"
+expect_ok "resume from step 10" train "$WORK/b" --resume "$WORK/b"
 expect_true "no second reference pass" sh -c "! grep -q 'reference pass' '$WORK/err'"
-expect_ok "resume" train "$WORK/b" --resume "$WORK/b"
+expect_true "resumed at step 10" grep -q "step_000010" "$WORK/err"
 # The *_change metrics too: the step-1 baseline travels in trainer_state.json.
 expect_true "resumed metrics == straight (the *_change metrics included)" test \
   "$(metrics_without_timing "$WORK/b/metrics.jsonl")" = "$(metrics_without_timing "$WORK/a/metrics.jsonl")"
