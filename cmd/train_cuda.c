@@ -2,11 +2,13 @@
 #include "cmd/train_cuda.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/device.h"
 
 #ifdef FIMI_HAVE_CUDA
 
+#include "cmd/rollout_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "model/gemma_cuda.h"
 #include "train/state_cuda.h"
@@ -17,6 +19,8 @@ struct CudaTrainer {
   CudaTrainState state;
   SftModelOps sft_ops;
   DpoModelOps dpo_ops;
+  GrpoModelOps grpo_ops;
+  int grpo_prefill_chunk;  // rollout.prefill_chunk
   int have_gpu, have_state;
 };
 
@@ -42,6 +46,19 @@ static int gpu_all_reduce_sum(void *ctx, double *data, int count, FimiError *err
   return 0;
 }
 
+// GRPO's rollout policy: the GPU weights are current after every optimizer
+// step (the update writes the bf16 working copy), so s is not needed.
+static int gpu_make_policy(void *ctx, TrainState *s, int slots, int capacity, RolloutPolicy *out, FimiError *err) {
+  CudaTrainer *t = ctx;
+  (void)s;
+  return rollout_policy_cuda_create(out, &t->gpu, slots, capacity, t->grpo_prefill_chunk, err);
+}
+
+static void gpu_free_policy(void *ctx, RolloutPolicy *p) {
+  (void)ctx;
+  rollout_policy_cuda_free(p);
+}
+
 int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig *adamw, const AdamWDecayRules *rules,
                         uint64_t seed, const CudaTrainerOptions *options, TrainState *state, FimiError *err) {
   *out = NULL;
@@ -61,6 +78,7 @@ int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig 
   t->sft_ops = (SftModelOps){gpu_forward_backward, gpu_forward, t};
   // One GPU: the whole micro-batch in one call (as the CPU's plain path).
   t->dpo_ops = (DpoModelOps){gpu_forward, gpu_backward, gpu_all_reduce_sum, t, 0, 1, 1 << 30};
+  t->grpo_ops = (GrpoModelOps){gpu_forward, gpu_backward, gpu_all_reduce_sum, t, 0, 1, 1 << 30};
   cuda_train_state_attach(state, &t->state);
   *out = t;
   return 0;
@@ -69,6 +87,12 @@ int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig 
 void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft) { sft_objective_set_model_ops(sft, &t->sft_ops); }
 
 void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo) { dpo_objective_set_model_ops(dpo, &t->dpo_ops); }
+
+const GrpoModelOps *cuda_trainer_use_grpo(CudaTrainer *t, int prefill_chunk, GrpoModelAccess *access) {
+  t->grpo_prefill_chunk = prefill_chunk;
+  *access = (GrpoModelAccess){gpu_make_policy, gpu_free_policy, t};
+  return &t->grpo_ops;
+}
 
 void cuda_trainer_free(CudaTrainer *t) {
   if (!t) return;
@@ -89,6 +113,11 @@ int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig 
 
 void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft) { (void)t, (void)sft; }
 void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo) { (void)t, (void)dpo; }
+const GrpoModelOps *cuda_trainer_use_grpo(CudaTrainer *t, int prefill_chunk, GrpoModelAccess *access) {
+  (void)t, (void)prefill_chunk;
+  memset(access, 0, sizeof *access);
+  return NULL;
+}
 void cuda_trainer_free(CudaTrainer *t) { (void)t; }
 
 #endif

@@ -1,8 +1,10 @@
 // cmd/train_cuda.h: `fimi train --device cuda`: the glue between
 // cmd/cmd_train.c and the GPU: the model on GPU 0 (model/gemma_cuda.h), its
-// TrainState (train/state_cuda.h) and the SFT / DPO objectives' model
-// callbacks (SftModelOps, DpoModelOps with world 1). Defines CudaTrainer and
-// its functions; without the CUDA backend they fail with a clear message.
+// TrainState (train/state_cuda.h), the SFT / DPO objectives' model
+// callbacks (SftModelOps, DpoModelOps with world 1) and GRPO's (the rollout
+// policy on the GPU, cmd/rollout_cuda.h, and GrpoModelOps with world 1).
+// Defines CudaTrainer and its functions; without the CUDA backend they fail
+// with a clear message.
 #ifndef FIMI_CMD_TRAIN_CUDA_H
 #define FIMI_CMD_TRAIN_CUDA_H
 
@@ -12,6 +14,7 @@
 #include "dpo/objective.h"
 #include "model/gemma.h"
 #include "optim/adamw.h"
+#include "rl/grpo.h"
 #include "train/sft.h"
 #include "train/state.h"
 
@@ -31,6 +34,17 @@ int cuda_trainer_create(CudaTrainer **out, GemmaModel *model, const AdamWConfig 
 // Points an objective (after its init) at the GPU model.
 void cuda_trainer_use_sft(CudaTrainer *t, SftObjective *sft);
 void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo);
+// GRPO on the GPU. *access (for grpo_objective_init) makes each step's
+// rollout policy over the GPU model's bf16 working weights, the ones the
+// last optimizer step wrote (its own KV cache of `slots` x `capacity`, freed
+// after the step's rollouts; prefill_chunk: rollout.prefill_chunk; the CPU's
+// rollout.row_invariant does not apply). The returned ops (for
+// grpo_objective_set_model_ops; owned by t) run the loss's forward and
+// backward on the GPU model: rank 0 of world 1, the whole micro-batch in one
+// call, all_reduce_sum the identity. The KL reference (grpo.kl_coef > 0)
+// stays the CPU GemmaModel given to the objective (fp32, on the CPU).
+// Without the CUDA backend: *access zeroed, NULL.
+const GrpoModelOps *cuda_trainer_use_grpo(CudaTrainer *t, int prefill_chunk, GrpoModelAccess *access);
 void cuda_trainer_free(CudaTrainer *t);  // NULL: nothing
 
 #endif

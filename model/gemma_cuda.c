@@ -622,19 +622,27 @@ static size_t carve_step(StepBuffers *s, char *base, const GemmaConfig *cfg, siz
 
 int gemma_cuda_kv_cache_create(GemmaCudaKVCache *cache, const GemmaCudaModel *model, int batch, int capacity,
                                FimiError *err) {
+  return gemma_cuda_kv_cache_create_rows(cache, model, batch, capacity, batch, err);
+}
+
+int gemma_cuda_kv_cache_create_rows(GemmaCudaKVCache *cache, const GemmaCudaModel *model, int batch, int capacity,
+                                    int rows, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   memset(cache, 0, sizeof *cache);
-  if (batch <= 0 || capacity <= 0)
-    return fimi_fail(err, "GPU KV cache: batch %d and capacity %d must be positive", batch, capacity);
+  if (batch <= 0 || capacity <= 0 || rows <= 0)
+    return fimi_fail(err, "GPU KV cache: batch %d, capacity %d and rows %d must be positive", batch, capacity, rows);
+  int R = rows > batch ? rows : batch;
   size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
   size_t cache_elems = (size_t)cfg->num_hidden_layers * (size_t)batch * (size_t)capacity * kvd;
   StepBuffers views;
-  size_t scratch_bytes = carve_step(&views, NULL, cfg, (size_t)batch);
+  size_t scratch_bytes = carve_step(&views, NULL, cfg, (size_t)R);
   void *k = NULL, *v = NULL, *scratch = NULL, *logits = NULL, *slots = NULL;
   cache->batch = batch;
   cache->capacity = capacity;
+  cache->rows = R;
+  cache->chunk = rows;
   cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
-  cache->h_slots = cache->lengths ? fimi_calloc(4 * (size_t)batch, sizeof(int), err) : NULL;
+  cache->h_slots = cache->lengths ? fimi_calloc(4 * (size_t)R, sizeof(int), err) : NULL;
   if (!cache->h_slots) goto fail;
   if (cuda_malloc(&k, cache_elems * sizeof(bf16), err) != 0) goto fail;
   cache->k = k;
@@ -644,13 +652,13 @@ int gemma_cuda_kv_cache_create(GemmaCudaKVCache *cache, const GemmaCudaModel *mo
   cache->scratch = scratch;
   if (cuda_malloc(&logits, (size_t)batch * cfg->vocab_size * sizeof(float), err) != 0) goto fail;
   cache->logits = logits;
-  if (cuda_malloc(&slots, 3 * (size_t)batch * sizeof(int), err) != 0) goto fail;
+  if (cuda_malloc(&slots, 3 * (size_t)R * sizeof(int), err) != 0) goto fail;
   cache->d_slots = slots;
   // Zeroed: attention never reads past a sequence's length, but zeros keep
   // any stray read finite.
   cuda_fill_bytes(model->ctx, cache->k, 0, cache_elems * sizeof(bf16));
   cuda_fill_bytes(model->ctx, cache->v, 0, cache_elems * sizeof(bf16));
-  cuda_fill_bytes(model->ctx, cache->d_slots, 0, 3 * (size_t)batch * sizeof(int));
+  cuda_fill_bytes(model->ctx, cache->d_slots, 0, 3 * (size_t)R * sizeof(int));
   return 0;
 fail:
   gemma_cuda_kv_cache_free(cache);
@@ -675,26 +683,36 @@ void gemma_cuda_kv_cache_reset(GemmaCudaKVCache *cache) {
 
 // Copies the n new rows of k (or v) (n, kvd) into cache rows [l][ids[i]][positions[i]].
 // Consecutive sequences at the same position (lockstep decoding) are one
-// strided copy: their destinations are S * kvd apart.
+// strided copy: their destinations are S * kvd apart; consecutive positions
+// of one sequence (a prefill chunk) are one contiguous copy.
 static void write_cache_rows(GemmaCudaModel *model, const GemmaCudaKVCache *cache, bf16 *layer_cache,
                              const bf16 *rows, const int *ids, const int *positions, int n) {
   size_t S = (size_t)cache->capacity;
   size_t kvd = (size_t)model->config.num_key_value_heads * model->config.head_dim;
   for (int i = 0; i < n;) {
     int run = 1;
-    while (i + run < n && ids[i + run] == ids[i] + run && positions[i + run] == positions[i]) run++;
+    size_t pitch = S * kvd;
+    if (i + 1 < n && ids[i + 1] == ids[i] && positions[i + 1] == positions[i] + 1) {
+      pitch = kvd;
+      while (i + run < n && ids[i + run] == ids[i] && positions[i + run] == positions[i] + run) run++;
+    } else {
+      while (i + run < n && ids[i + run] == ids[i] + run && positions[i + run] == positions[i]) run++;
+    }
     bf16 *dst = layer_cache + ((size_t)ids[i] * S + (size_t)positions[i]) * kvd;
-    cuda_copy_rows(model->ctx, dst, S * kvd * sizeof(bf16), rows + (size_t)i * kvd, kvd * sizeof(bf16),
+    cuda_copy_rows(model->ctx, dst, pitch * sizeof(bf16), rows + (size_t)i * kvd, kvd * sizeof(bf16),
                    kvd * sizeof(bf16), (size_t)run);
     i += run;
   }
 }
 
 // One decoder layer for the n new tokens (as layer_step in decode.c).
-// ids/positions are host arrays; d_positions (n) and d_lengths (B) their
-// device copies (d_lengths indexed by sequence, incl. the new token).
+// ids/positions are host arrays; d_positions (n) and d_lengths their device
+// copies. Decode (prefill 0): d_lengths (B) indexed by sequence, incl. the
+// new token, each run of consecutive sequences one attention call. Prefill
+// (prefill 1): every row is a query of sequence ids[0], d_lengths (n) per
+// query, one attention_prefill_cuda call.
 static void layer_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, int l, const StepBuffers *s, const int *ids,
-                       const int *positions, const int *d_positions, const int *d_lengths, int n) {
+                       const int *positions, const int *d_positions, const int *d_lengths, int n, int prefill) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
   int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
@@ -721,12 +739,18 @@ static void layer_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, int l, co
   rope_forward_cuda(ctx, s->k, s->k, d_positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
   write_cache_rows(model, cache, kc, s->k, ids, positions, n);
   write_cache_rows(model, cache, vc, s->v, ids, positions, n);
-  for (int i = 0; i < n;) {
-    int run = decode_run_length(ids, n, i), b0 = ids[i];
-    attention_decode_cuda(ctx, s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
-                          vc + (size_t)b0 * S * kvd, d_lengths + b0, run, (int)S, nh, nkv, hd, spec.window,
-                          spec.softcap, spec.scale);
-    i += run;
+  if (prefill) {
+    size_t b = (size_t)ids[0];
+    attention_prefill_cuda(ctx, s->att, s->q, kc + b * S * kvd, vc + b * S * kvd, d_lengths, n, (int)S, nh, nkv, hd,
+                           spec.window, spec.softcap, spec.scale);
+  } else {
+    for (int i = 0; i < n;) {
+      int run = decode_run_length(ids, n, i), b0 = ids[i];
+      attention_decode_cuda(ctx, s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
+                            vc + (size_t)b0 * S * kvd, d_lengths + b0, run, (int)S, nh, nkv, hd, spec.window,
+                            spec.softcap, spec.scale);
+      i += run;
+    }
   }
   matmul_forward_cuda(ctx, s->o, s->att, w + off.o, n, qd, C);
   rmsnorm_forward_cuda(ctx, s->tmp, NULL, s->o, w + off.post_attn_norm, n, C, eps);
@@ -745,8 +769,8 @@ int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const
                            float *logits, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
-  int B = cache->batch, C = cfg->hidden_size, V = cfg->vocab_size;
-  int *ids = cache->h_slots, *positions = ids + B, *toks = ids + 2 * B, *new_lengths = ids + 3 * B;
+  int B = cache->batch, R = cache->rows, C = cfg->hidden_size, V = cfg->vocab_size;
+  int *ids = cache->h_slots, *positions = ids + R, *toks = ids + 2 * R, *new_lengths = ids + 3 * R;
   // Validate everything before touching the cache, so a failure changes nothing.
   int n = 0;
   for (int b = 0; b < B; b++) {
@@ -763,9 +787,9 @@ int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const
     n++;
   }
   if (n == 0) return 0;
-  // Device copies: positions (n) at d_slots, token ids (n) at d_slots + B,
-  // lengths (B) at d_slots + 2B.
-  int *d_positions = cache->d_slots, *d_tokens = cache->d_slots + B, *d_lengths = cache->d_slots + 2 * B;
+  // Device copies: positions (n) at d_slots, token ids (n) at d_slots + R,
+  // lengths (B) at d_slots + 2R.
+  int *d_positions = cache->d_slots, *d_tokens = cache->d_slots + R, *d_lengths = cache->d_slots + 2 * R;
   cuda_upload_i32(ctx, d_positions, positions, (size_t)n);
   cuda_upload_i32(ctx, d_tokens, toks, (size_t)n);
   cuda_upload_i32(ctx, d_lengths, new_lengths, (size_t)B);
@@ -775,7 +799,7 @@ int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const
   const bf16 *wte = model->params, *norm_w = model->params + (size_t)V * C;
   embedding_forward_cuda(ctx, s.x, d_tokens, wte, n, C, model->embed_scale);
   for (int l = 0; l < cfg->num_hidden_layers; l++)
-    layer_step(model, cache, l, &s, ids, positions, d_positions, d_lengths, n);
+    layer_step(model, cache, l, &s, ids, positions, d_positions, d_lengths, n, 0);
   rmsnorm_forward_cuda(ctx, s.ln, NULL, s.x, norm_w, n, C, (float)cfg->rms_norm_eps);
   for (int i = 0; i < n;) {
     int run = decode_run_length(ids, n, i);
@@ -792,6 +816,71 @@ int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const
   }
   if (cuda_context_sync(ctx, err) != 0) return fimi_fail_wrap(err, "decode step");
   for (int i = 0; i < n; i++) cache->lengths[ids[i]]++;
+  return 0;
+}
+
+int gemma_cuda_prefill(GemmaCudaModel *model, GemmaCudaKVCache *cache, int b, const int *tokens, int n,
+                       float *logits, FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  int R = cache->rows, chunk = cache->chunk, C = cfg->hidden_size, V = cfg->vocab_size;
+  // Validate everything before touching the cache, so a failure changes nothing.
+  if (b < 0 || b >= cache->batch) return fimi_fail(err, "prefill: sequence %d outside [0, %d)", b, cache->batch);
+  if (n < 1) return fimi_fail(err, "prefill: sequence %d: no tokens", b);
+  if (cache->lengths[b] > cache->capacity - n)
+    return fimi_fail(err, "prefill: sequence %d: %d + %d tokens exceed the KV cache capacity %d", b,
+                     cache->lengths[b], n, cache->capacity);
+  for (int i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      return fimi_fail(err, "prefill: token %d at %d is outside the vocabulary [0, %d)", tokens[i], i, V);
+  int *ids = cache->h_slots, *positions = ids + R, *toks = ids + 2 * R, *query_lengths = ids + 3 * R;
+  int *d_positions = cache->d_slots, *d_tokens = cache->d_slots + R, *d_lengths = cache->d_slots + 2 * R;
+  const bf16 *wte = model->params, *norm_w = model->params + (size_t)V * C;
+  int base = cache->lengths[b];
+  StepBuffers s;
+  for (int start = 0; start < n; start += chunk) {
+    int m = n - start < chunk ? n - start : chunk;
+    for (int i = 0; i < m; i++) {
+      ids[i] = b;
+      positions[i] = base + start + i;
+      toks[i] = tokens[start + i];
+      query_lengths[i] = base + start + i + 1;  // causal within the chunk
+    }
+    // h_slots + R and d_slots have the same layout (positions, tokens,
+    // lengths, R each): one upload, which waits for the stream (so the
+    // previous chunk is done with d_slots and the host arrays).
+    cuda_upload_i32(ctx, d_positions, positions, 3 * (size_t)R);
+    carve_step(&s, (char *)cache->scratch, cfg, (size_t)m);
+    embedding_forward_cuda(ctx, s.x, d_tokens, wte, m, C, model->embed_scale);
+    for (int l = 0; l < cfg->num_hidden_layers; l++)
+      layer_step(model, cache, l, &s, ids, positions, d_positions, d_lengths, m, 1);
+    if (start + m == n) {  // only the last token's logits are wanted: its row alone
+      bf16 *x_last = s.x + (size_t)(m - 1) * C, *ln_last = s.ln + (size_t)(m - 1) * C;
+      rmsnorm_forward_cuda(ctx, ln_last, NULL, x_last, norm_w, 1, C, (float)cfg->rms_norm_eps);
+      lm_head_logits_cuda(ctx, cache->logits + (size_t)b * V, ln_last, wte, 1, C, V,
+                          (float)cfg->final_logit_softcapping);
+      if (logits) cuda_download_f32(ctx, logits, cache->logits + (size_t)b * V, (size_t)V);
+    }
+  }
+  if (cuda_context_sync(ctx, err) != 0) return fimi_fail_wrap(err, "prefill of sequence %d", b);
+  cache->lengths[b] = base + n;
+  return 0;
+}
+
+int gemma_cuda_kv_cache_copy_sequence(GemmaCudaModel *model, GemmaCudaKVCache *cache, int dst, int src,
+                                      FimiError *err) {
+  const GemmaConfig *cfg = &model->config;
+  if (dst < 0 || dst >= cache->batch || src < 0 || src >= cache->batch)
+    return fimi_fail(err, "GPU KV cache copy: sequences %d <- %d outside [0, %d)", dst, src, cache->batch);
+  if (dst == src) return 0;
+  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim, S = (size_t)cache->capacity;
+  size_t bytes = (size_t)cache->lengths[src] * kvd * sizeof(bf16);
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    size_t from = (((size_t)l * cache->batch + src) * S) * kvd, to = (((size_t)l * cache->batch + dst) * S) * kvd;
+    cuda_copy_rows(model->ctx, cache->k + to, bytes, cache->k + from, bytes, bytes, 1);
+    cuda_copy_rows(model->ctx, cache->v + to, bytes, cache->v + from, bytes, bytes, 1);
+  }
+  cache->lengths[dst] = cache->lengths[src];
   return 0;
 }
 

@@ -107,16 +107,32 @@ const bf16 *gemma_cuda_final_hidden_device(const GemmaCudaModel *model);
 typedef struct GemmaCudaKVCache {
   int batch;      // B
   int capacity;   // S: max tokens per sequence
+  int rows;       // R = max(B, chunk): rows one model call runs at most
+  int chunk;      // tokens per prefill pass
   int *lengths;   // host (B): tokens currently cached per sequence
   bf16 *k, *v;    // device (L, B, S, nkv, hd)
-  bf16 *scratch;  // device: one step's activations for up to B rows
-  float *logits;  // device (B, V) fp32: the last step's logits of the active rows
-  int *d_slots;   // device (2B + B): positions and token ids of the active rows, lengths (B) incl. the new token
-  int *h_slots;   // host (4B): ids, positions, token ids, new lengths (B)
+  bf16 *scratch;  // device: one call's activations for up to R rows
+  float *logits;  // device (B, V) fp32: the last step's logits of the active rows (prefill: its sequence's row)
+  // device (3R): positions (R) and token ids (R) of the call's rows, then
+  // lengths: decode (B) per sequence incl. the new token, prefill (R) per query
+  int *d_slots;
+  int *h_slots;   // host (4R): ids, positions, token ids, lengths
 } GemmaCudaKVCache;
 
+// Room for prefill chunks of B tokens (gemma_cuda_kv_cache_create_rows with rows = B).
 int gemma_cuda_kv_cache_create(GemmaCudaKVCache *cache, const GemmaCudaModel *model, int batch, int capacity,
                                FimiError *err);
+// The same with prefill chunks of up to `rows` tokens (rows >= 1; the cache
+// runs max(rows, batch) rows per call), as gemma_kv_cache_create_rows.
+int gemma_cuda_kv_cache_create_rows(GemmaCudaKVCache *cache, const GemmaCudaModel *model, int batch, int capacity,
+                                    int rows, FimiError *err);
+// As gemma_kv_cache_copy_sequence: sequence dst gets a device-to-device copy
+// of sequence src's cached positions (every layer's k and v) and its length.
+// Stream-ordered like the ops (the next step or prefill sees the copy; an
+// asynchronous failure is reported by the next synchronizing call). Fails,
+// changing nothing, on an index outside [0, B).
+int gemma_cuda_kv_cache_copy_sequence(GemmaCudaModel *model, GemmaCudaKVCache *cache, int dst, int src,
+                                      FimiError *err);
 void gemma_cuda_kv_cache_free(GemmaCudaKVCache *cache);
 void gemma_cuda_kv_cache_reset(GemmaCudaKVCache *cache);
 // As gemma_decode_step: feeds one token per sequence (tokens (B), host),
@@ -128,6 +144,17 @@ void gemma_cuda_kv_cache_reset(GemmaCudaKVCache *cache);
 // asynchronous errors are reported by that step).
 int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const int *tokens, const int *active,
                            float *logits, FimiError *err);
+
+// As gemma_prefill: appends n tokens (n >= 1, host) of sequence b to the
+// cache in chunks of cache->chunk tokens, each chunk one batched pass, causal
+// within itself (attention_prefill_cuda), and writes the next-token logits
+// after the last token (softcap applied) to cache->logits row b and, when
+// logits is not NULL, to the host array logits (V). Validates everything
+// first: a failure changes nothing. Waits for the stream at the end. The
+// cached keys and values equal what n decode steps write, to bf16 rounding
+// (a chunk's GEMMs run over its rows together).
+int gemma_cuda_prefill(GemmaCudaModel *model, GemmaCudaKVCache *cache, int b, const int *tokens, int n,
+                       float *logits, FimiError *err);
 
 // gemma_generate on the GPU: decode steps on the device, logits copied to the
 // host each step and sampled there (model/decode.h generate_with), so the

@@ -1,6 +1,6 @@
 // kernels/cuda/attention.cu: causal attention on the GPU (ops_cuda.h), bf16
 // storage, fp32 softmax and accumulation. Defines attention_forward_cuda,
-// attention_backward_cuda and attention_decode_cuda, with:
+// attention_backward_cuda, attention_decode_cuda and attention_prefill_cuda, with:
 // - flash-attention-2 style fast kernels (tensor cores through nvcuda::wmma,
 //   bf16 16x16x16 fragments, fp32 accumulators): forward (online softmax over
 //   K/V tiles staged in shared memory, lse saved), and a backward in three
@@ -16,7 +16,9 @@
 //   from a wrong test; they are also the fallback when a pointer is not 16-byte
 //   aligned (the fast kernels load 8 bf16 at a time).
 // - a decode kernel: one block per (sequence, head), 8 warps taking every 8th
-//   cache row with their own online softmax, merged in warp order.
+//   cache row with their own online softmax, merged in warp order; prefill
+//   (a chunk of one sequence's queries against its cache) is the same kernel
+//   with one block per (query, head), all rows reading one cache.
 // Masking, softcap, scale and GQA follow kernels/cpu/attention.c: score =
 // q.k * scale, softcap * tanh(score / softcap) when softcap > 0, query i sees
 // keys j <= i and, with a window W > 0, j > i - W; kv head = h / (nh / nkv).
@@ -745,15 +747,18 @@ static void backward_fast(CudaContext *ctx, bfloat *dq, bfloat *dk, bfloat *dv, 
 
 #define DECODE_WARPS 8
 
-// One block per (head, sequence): the query at position lengths[b] - 1 against
-// cache rows first..lengths[b] - 1. Warp w takes rows first + w, first + w + 8,
+// One block per (head, query row b): the query at position lengths[b] - 1
+// against cache rows first..lengths[b] - 1 of the cache at k_cache + b *
+// seq_stride (decode: S * nkv * HD, each row its own sequence; prefill: 0,
+// every row a query of the same sequence). Warp w takes rows first + w, first + w + 8,
 // ... with its own running max, sum and accumulator (lane owns HD/32
 // consecutive elements); the 8 partial softmaxes are merged in warp order.
-// out (B, nh, hd), q (B, nh, hd), k_cache, v_cache (B, S, nkv, hd), lengths (B)
+// out (B, nh, hd), q (B, nh, hd), k_cache, v_cache (B, S, nkv, hd) or (S, nkv, hd), lengths (B)
 template <int HD>
 __global__ void __launch_bounds__(DECODE_WARPS * 32)
     attention_decode_kernel(bfloat *out, const bfloat *q, const bfloat *k_cache, const bfloat *v_cache,
-                            const int *lengths, int S, int nh, int nkv, int window, float softcap, float scale) {
+                            const int *lengths, size_t seq_stride, int S, int nh, int nkv, int window, float softcap,
+                            float scale) {
   constexpr int VPL = HD / 32;  // elements per lane
   __shared__ float w_max[DECODE_WARPS], w_sum[DECODE_WARPS];
   __shared__ float w_acc[DECODE_WARPS][HD];
@@ -768,8 +773,8 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
   int i = length - 1;
   int kvh = h / (nh / nkv);
   size_t kv_stride = (size_t)nkv * HD;
-  const bfloat *k_head = k_cache + (size_t)b * S * kv_stride + (size_t)kvh * HD + lane * VPL;
-  const bfloat *v_head = v_cache + (size_t)b * S * kv_stride + (size_t)kvh * HD + lane * VPL;
+  const bfloat *k_head = k_cache + (size_t)b * seq_stride + (size_t)kvh * HD + lane * VPL;
+  const bfloat *v_head = v_cache + (size_t)b * seq_stride + (size_t)kvh * HD + lane * VPL;
   const bfloat *q_row = q + ((size_t)b * nh + h) * HD + lane * VPL;
   float qr[VPL], acc[VPL];
 #pragma unroll
@@ -862,22 +867,38 @@ extern "C" void attention_backward_cuda(CudaContext *ctx, bf16 *dq, bf16 *dk, bf
   else backward_fast<256>(ctx, dqn, dkn, dvn, gn, qn, kn, vn, on, lse, B, T, nh, nkv, window, softcap, scale);
 }
 
+// B query rows, row b's cache at k_cache + b * seq_stride (elements).
+static void decode_launch(CudaContext *ctx, bf16 *out, const bf16 *q, const bf16 *k_cache, const bf16 *v_cache,
+                          const int *lengths, size_t seq_stride, int B, int S, int nh, int nkv, int hd, int window,
+                          float softcap, float scale) {
+  dim3 grid(nh, B);
+  bfloat *o = as_nv(out);
+  const bfloat *qn = as_nv(q), *kn = as_nv(k_cache), *vn = as_nv(v_cache);
+  if (hd == 64)
+    attention_decode_kernel<64><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, seq_stride, S,
+                                                                             nh, nkv, window, softcap, scale);
+  else if (hd == 128)
+    attention_decode_kernel<128><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, seq_stride, S,
+                                                                              nh, nkv, window, softcap, scale);
+  else
+    attention_decode_kernel<256><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, seq_stride, S,
+                                                                              nh, nkv, window, softcap, scale);
+  cuda_check_launch();
+}
+
 extern "C" void attention_decode_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf16 *k_cache,
                                       const bf16 *v_cache, const int *lengths, int B, int S, int nh, int nkv, int hd,
                                       int window, float softcap, float scale) {
   check_attention_shape("attention_decode_cuda", B, S, nh, nkv, hd);
   if (B == 0) return;
-  dim3 grid(nh, B);
-  bfloat *o = as_nv(out);
-  const bfloat *qn = as_nv(q), *kn = as_nv(k_cache), *vn = as_nv(v_cache);
-  if (hd == 64)
-    attention_decode_kernel<64><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, S, nh, nkv,
-                                                                             window, softcap, scale);
-  else if (hd == 128)
-    attention_decode_kernel<128><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, S, nh, nkv,
-                                                                              window, softcap, scale);
-  else
-    attention_decode_kernel<256><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, S, nh, nkv,
-                                                                              window, softcap, scale);
-  cuda_check_launch();
+  decode_launch(ctx, out, q, k_cache, v_cache, lengths, (size_t)S * nkv * hd, B, S, nh, nkv, hd, window, softcap,
+                scale);
+}
+
+extern "C" void attention_prefill_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf16 *k_cache,
+                                       const bf16 *v_cache, const int *lengths, int N, int S, int nh, int nkv, int hd,
+                                       int window, float softcap, float scale) {
+  check_attention_shape("attention_prefill_cuda", N, S, nh, nkv, hd);
+  if (N == 0) return;
+  decode_launch(ctx, out, q, k_cache, v_cache, lengths, 0, N, S, nh, nkv, hd, window, softcap, scale);
 }

@@ -125,6 +125,16 @@ void attention_backward_cuda(CudaContext *ctx, bf16 *dq, bf16 *dk, bf16 *dv, con
 void attention_decode_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf16 *k_cache, const bf16 *v_cache,
                            const int *lengths, int B, int S, int nh, int nkv, int hd, int window, float softcap,
                            float scale);
+// Prefill: N queries of ONE sequence (a prefill chunk at consecutive
+// positions) against that sequence's cache: q (N, nh, hd), k_cache and
+// v_cache (S, nkv, hd), lengths (N) on device, out (N, nh, hd); query i sees
+// cache rows [0, lengths[i]) (causal within the chunk: lengths[i] = its
+// position + 1). Each query exactly as attention_decode_cuda with B = 1 and
+// lengths + i (the same kernel, one block per (head, query)); the CPU
+// reference is N such calls of attention_decode.
+void attention_prefill_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf16 *k_cache, const bf16 *v_cache,
+                            const int *lengths, int N, int S, int nh, int nkv, int hd, int window, float softcap,
+                            float scale);
 
 // ---- attention through cuDNN, optional (kernels/cuda/attention_cudnn.cpp) ----
 // The contract of attention_forward_cuda / attention_backward_cuda (shapes,

@@ -454,6 +454,27 @@ void attention_decode_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf1
   free(fq), free(fk), free(fv);
 }
 
+// N queries of one sequence against its cache: N CPU decodes with B = 1
+// (the CUDA op's own definition, ops_cuda.h).
+void attention_prefill_cuda(CudaContext *ctx, bf16 *out, const bf16 *q, const bf16 *k_cache, const bf16 *v_cache,
+                            const int *lengths, int N, int S, int nh, int nkv, int hd, int window, float softcap,
+                            float scale) {
+  require_attention_shape(__func__, nh, nkv, hd);
+  size_t nq = (size_t)N * nh * hd, nk = (size_t)S * nkv * hd;
+  Span o[] = {{out, nb_bf16(nq)}};
+  Span i[] = {{q, nb_bf16(nq)}, {k_cache, nb_bf16(nk)}, {v_cache, nb_bf16(nk)}, {lengths, nb_i32((size_t)N)}};
+  check_operands(__func__, o, 1, i, 4, 0);
+  for (int n = 0; n < N; n++)
+    if (lengths[n] < 0 || lengths[n] > S)
+      standin_die("%s: length %d of query %d is outside [0, %d]", __func__, lengths[n], n, S);
+  float *fq = to_f32(q, nq), *fk = to_f32(k_cache, nk), *fv = to_f32(v_cache, nk), *fo = out_f32(out, nq);
+  size_t row = (size_t)nh * hd;
+  for (int n = 0; n < N; n++)
+    attention_decode(fo + n * row, fq + n * row, fk, fv, lengths + n, 1, S, nh, nkv, hd, window, softcap, scale);
+  store_bf16(out, fo, nq);
+  free(fq), free(fk), free(fv);
+}
+
 // ---- attention "through cuDNN": fimi's attention behind cuDNN's argument rules ----
 
 // check_arguments of kernels/cuda/attention_cudnn.cpp, same messages.
