@@ -337,12 +337,16 @@ static int reference_pass(TrainSetup *t, GemmaModel *model, Communicator *comm, 
 }
 
 // GRPO in one process (or one train rank with env ranks): the rollouts and
-// the update on the loop's model.
-static int run_grpo(TrainSetup *t, GemmaModel *model, TrainState *state, FimiError *err) {
+// the update on the loop's model, or on the GPU (gpu not NULL; the KL
+// reference stays on the CPU).
+static int run_grpo(TrainSetup *t, GemmaModel *model, TrainState *state, CudaTrainer *gpu, FimiError *err) {
   GrpoRun *run = fimi_calloc(1, sizeof *run, err);
   if (!run) return -1;
   TrainObjective obj;
   int rc = grpo_run_init(run, &t->grpo, model, t->init_dir, t->tokenizer_path, t->roles, t->world, &obj, &t->loop, err);
+  if (rc == 0 && gpu)
+    grpo_objective_set_model_ops(&run->objective,
+                                 cuda_trainer_use_grpo(gpu, t->grpo.prefill_chunk, &run->objective.access));
   if (rc == 0) {
     TrainSummary summary;
     rc = train_run(&t->loop, state, &obj, &run->objective.rows, NULL, &summary, err);
@@ -364,7 +368,7 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, Cu
   memset(&sft, 0, sizeof sft);
   memset(&dpo, 0, sizeof dpo);
   int is_dpo = !strcmp(t->objective, "dpo"), have_reference = 0;
-  if (t->is_grpo) return run_grpo(t, model, state, err);
+  if (t->is_grpo) return run_grpo(t, model, state, gpu, err);
   int rc = load_reference(t, &reference, &have_reference, err);
   if (rc == 0 && is_dpo) {
     rc = dpo_objective_init(&dpo, &model->config, &t->dpo, &t->monitor, have_reference ? &reference : NULL, &obj,
@@ -611,10 +615,7 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
   if (rc == 0 && comm) {
     rc = run_sharded(t, &model, comm, &train, have_eval ? &eval : NULL, err);
   } else {
-    if (rc == 0 && t->device == DEVICE_CUDA && t->is_grpo) {
-      rc = fimi_fail(err, "train.objective grpo runs on --device cpu only so far: the rollout engine has no GPU "
-                     "policy yet (docs/grpo.md)");
-    } else if (rc == 0 && t->device == DEVICE_CUDA) {
+    if (rc == 0 && t->device == DEVICE_CUDA) {
       CudaTrainerOptions options = {t->cuda_attention, t->recompute};
       rc = cuda_trainer_create(&gpu, &model, &t->adamw, &t->rules, t->loop.rng_seed, &options, &state, err);
       if (rc == 0 && !strcmp(t->objective, "dpo") && t->reference == DPO_REFERENCE_MODEL)

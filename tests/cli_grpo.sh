@@ -153,8 +153,8 @@ expect_fail "missing env.val_tasks file" "env.val_tasks" run "$WORK/e" --set env
 expect_fail "grpo.context above the model's positions" "grpo.context 4096 exceeds the model's max_position_embeddings" \
   run "$WORK/e" --set grpo.context=4096
 expect_fail "updates_per_batch 0" "grpo.updates_per_batch" run "$WORK/e" --set grpo.updates_per_batch=0
-# --device cuda: a CPU-only build refuses the device; a CUDA build refuses
-# GRPO on it (no GPU rollout policy yet).
+# --device cuda: a CPU-only build refuses the device, a CUDA build finds no
+# GPU here (GRPO on the GPU: tests/standin/test_rollout_cuda_standin.c).
 checks=$((checks + 1))
 if run "$WORK/e" --device cuda >"$WORK/out" 2>"$WORK/err"; then
   echo "FAIL: --device cuda: succeeded but should fail"; failures=$((failures + 1))
