@@ -235,32 +235,45 @@ static void print_summary(const TrainSummary *s, const char *out_dir) {
 static void print_plan(const TrainSetup *t) {
   const TrainLoopConfig *l = &t->loop;
   printf("fimi train --dry-run: config is valid\n");
-  printf("  objective %s, init %s, data %s (eval %s)\n", t->objective, t->init_dir, t->train_path,
-         t->eval_path[0] ? t->eval_path : "none");
+  if (t->is_grpo) printf("  objective grpo, init %s\n", t->init_dir);
+  else
+    printf("  objective %s, init %s, data %s (eval %s)\n", t->objective, t->init_dir, t->train_path,
+           t->eval_path[0] ? t->eval_path : "none");
   printf("  steps %lld, micro_batch %lld, grad_accum %lld, lr %g (%s, warmup %ld), recompute %s\n",
          (long long)l->steps, (long long)l->micro_batch, (long long)l->grad_accum, l->schedule.base_lr,
          lr_schedule_kind_name(l->schedule.kind), l->schedule.warmup_steps, t->recompute ? "on" : "off");
   printf("  save_every %lld, keep_last %lld, out_dir %s\n", (long long)l->save_every, (long long)l->keep_last,
          l->out_dir);
-  if (t->is_grpo) grpo_setup_print(&t->grpo, t->init_dir, l->micro_batch, l->grad_accum);
+
   if (!strcmp(t->objective, "dpo"))
     printf("  dpo: loss %s, beta %g, reference %s, monitor margin %g over %d steps\n",
            dpo_loss_type_name(t->dpo.loss_type), t->dpo.beta,
            t->reference == DPO_REFERENCE_MODEL ? "model" : "precomputed", t->monitor.threshold, t->monitor.window);
 }
 
+// The model --dry-run plans for: train.init's config.json, or, when there
+// is none yet, the [model] section (preset or config_json). 0, or -1 with
+// err saying why.
+static int plan_model(const TrainSetup *t, const CliOptions *opts, GemmaConfig *cfg, FimiError *err) {
+  char path[CHECKPOINT_PATH_MAX];
+  struct stat st;
+  if (path_join(path, sizeof path, t->init_dir, "config.json", err) != 0) return -1;
+  if (stat(path, &st) == 0) return gemma_config_load_json(cfg, path, err);
+  if (cli_model_config(opts, cfg, err) != 0) return -1;
+  printf("  (train.init %s has no config.json yet: planning for the [model] section's architecture)\n", t->init_dir);
+  return 0;
+}
+
 // --dry-run: ZeRO-3 memory per rank (dist/zero3.h) at a few world sizes, for
 // units of unit_tokens tokens (default: the model's positions, capped at
-// 4096; a DPO unit is a pair: two rows). Needs train.init's config.json.
-static void print_memory_plan(const TrainSetup *t, int64_t unit_tokens) {
-  char path[CHECKPOINT_PATH_MAX];
-  GemmaConfig cfg;
+// 4096; a DPO unit is a pair: two rows).
+static void print_memory_plan(const TrainSetup *t, const GemmaConfig *model, const char *why, int64_t unit_tokens) {
   FimiError err = {0};
-  if (path_join(path, sizeof path, t->init_dir, "config.json", &err) != 0 ||
-      gemma_config_load_json(&cfg, path, &err) != 0) {
-    printf("  memory per rank: not estimated (%s)\n", err.message);
+  if (!model) {
+    printf("  memory per rank: not estimated (%s)\n", why);
     return;
   }
+  GemmaConfig cfg = *model;
   int rows = strcmp(t->objective, "dpo") ? 1 : 2;
   int64_t row_tokens = unit_tokens > 0 ? unit_tokens : cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096;
   int tokens = (int)(rows * row_tokens);
@@ -705,7 +718,12 @@ int cmd_train(int argc, char **argv) {
   }
   if (dry_run) {
     print_plan(&setup);
-    print_memory_plan(&setup, unit_tokens);
+    GemmaConfig plan_cfg;
+    int have_cfg = plan_model(&setup, &opts, &plan_cfg, &err) == 0;
+    if (setup.is_grpo)
+      grpo_setup_print(&setup.grpo, have_cfg ? &plan_cfg : NULL, err.message, setup.loop.micro_batch,
+                       setup.loop.grad_accum);
+    print_memory_plan(&setup, have_cfg ? &plan_cfg : NULL, err.message, unit_tokens);
     return 0;
   }
   if (!setup.zero3 && !launched_by_mpirun()) return run_training(&setup, NULL, &err) == 0 ? 0 : cli_fail("train", &err);

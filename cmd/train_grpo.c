@@ -64,7 +64,8 @@ int grpo_setup_read(const Config *c, uint64_t seed, GrpoSetup *out, FimiError *e
   return grpo_config_validate(g, err);
 }
 
-void grpo_setup_print(const GrpoSetup *s, const char *init_dir, int64_t micro_batch, int64_t grad_accum) {
+void grpo_setup_print(const GrpoSetup *s, const GemmaConfig *model, const char *why, int64_t micro_batch,
+                      int64_t grad_accum) {
   const GrpoConfig *g = &s->grpo;
   const RolloutConfig *r = &g->rollout;
   printf("  grpo: %d tasks x %d rollouts a step (micro_batch %lld x grad_accum %lld), reward %s, loss %s, clip "
@@ -77,25 +78,18 @@ void grpo_setup_print(const GrpoSetup *s, const char *init_dir, int64_t micro_ba
          r->slots, r->context, r->max_turn_tokens, r->max_episode_tokens, r->sampler.temperature, r->sampler.top_p,
          env_catalog_mode_name(r->catalog), r->share_prefix ? "on" : "off");
   printf("  tasks %s, validation %s\n", s->tasks_path, s->val_path[0] ? s->val_path : "none");
-  char path[4096];
-  GemmaConfig cfg;
-  FimiError err = {0};
-  if (path_join(path, sizeof path, init_dir, "config.json", &err) != 0 || gemma_config_load_json(&cfg, path, &err) != 0) {
-    printf("  rollout memory: not estimated (%s)\n", err.message);
+  if (!model) {
+    printf("  rollout memory: not estimated (%s)\n", why);
     return;
   }
+  GemmaConfig cfg = *model;
   // The rollout copy of the weights (the gathered full model under ZeRO-3)
   // and the KV cache of every slot plus the shared prompt.
   double kv = 2.0 * cfg.num_hidden_layers * (r->slots + 1) * (double)r->context * cfg.num_key_value_heads *
               cfg.head_dim * 4;
-  GemmaModel probe;
-  double params = 0;
-  if (gemma_model_create(&probe, &cfg, &err) == 0) {
-    params = (double)gemma_model_param_count(&probe);
-    gemma_model_free(&probe);
-  }
-  printf("  rollout memory per train rank (CPU, fp32): weights copy %.1f MiB (freed before the update on GPUs; "
-         "bf16 there: %.1f MiB), KV cache %.1f MiB (%d slots + 1 shared prompt x %d tokens)\n",
+  double params = (double)gemma_config_param_count(&cfg);
+  printf("  rollout memory per train rank (CPU, fp32): weights %.1f MiB (the gathered full model; %.1f MiB in "
+         "bf16), KV cache %.1f MiB (%d slots + 1 shared prompt x %d tokens)\n",
          params * 4 / 1048576.0, params * 2 / 1048576.0, kv / 1048576.0, r->slots, r->context);
 }
 

@@ -21,8 +21,10 @@ typedef struct GrpoSetup {
 
 // Reads and validates the sections (seed: train.seed). Errors name the key.
 int grpo_setup_read(const Config *c, uint64_t seed, GrpoSetup *out, FimiError *err);
-// --dry-run: the GRPO plan and the rollout memory for the model in init_dir.
-void grpo_setup_print(const GrpoSetup *g, const char *init_dir, int64_t micro_batch, int64_t grad_accum);
+// --dry-run: the GRPO plan and the rollout memory for model (NULL: not
+// estimated, because of `why`).
+void grpo_setup_print(const GrpoSetup *g, const GemmaConfig *model, const char *why, int64_t micro_batch,
+                      int64_t grad_accum);
 
 typedef struct GrpoRun {
   GrpoSetup setup;

@@ -329,11 +329,13 @@ int grpo_validate(GrpoObjective *g, TrainState *s, double *score, GrpoStepStats 
 
 static int validate_hook(void *ctx, TrainState *s, int64_t step, double *score, FimiError *err) {
   GrpoObjective *g = ctx;
-  (void)step;
-  int rc = grpo_validate(g, s, score, &g->last_val_stats, err);
+  GrpoStepStats st;
+  int rc = grpo_validate(g, s, score, &st, err);
+  if (rc != 0 || step == 0) return rc;  // step 0: the loop's baseline (validation_start) only
+  g->last_val_stats = st;
   g->last_val = *score;
-  if (rc == 0 && !(*score <= g->best_val)) g->best_val = *score;
-  return rc;
+  if (!(*score <= g->best_val)) g->best_val = *score;
+  return 0;
 }
 
 // ---- metrics and state ----------------------------------------------------------------------

@@ -86,7 +86,7 @@ static int truncate_metrics(const char *path, int64_t step, FimiError *err) {
 
 typedef struct StepRecord {
   int64_t step;
-  double loss, lr, grad_norm, tokens_per_s, elapsed, eval_loss, validation;
+  double loss, lr, grad_norm, tokens_per_s, elapsed, eval_loss, validation, validation_start;
   int64_t tokens, loss_tokens, skipped;
   int step_skipped, clipped;
 } StepRecord;
@@ -107,6 +107,7 @@ static int write_metrics(FILE *f, const TrainLoopConfig *c, const StepRecord *r,
   cJSON_AddBoolToObject(o, "clipped", r->clipped);
   if (!isnan(r->eval_loss)) cJSON_AddNumberToObject(o, "eval_loss", r->eval_loss);
   if (!isnan(r->validation)) cJSON_AddNumberToObject(o, "validation", r->validation);
+  if (!isnan(r->validation_start)) cJSON_AddNumberToObject(o, "validation_start", r->validation_start);
   if (c->step_metrics && c->step_metrics(c->step_metrics_ctx, r->step, o, err) != 0) {
     cJSON_Delete(o);
     return -1;
@@ -309,6 +310,11 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   if (rc == 0 && s->rank == 0 && !(metrics = fopen(metrics_path, ts.step > 0 ? "ab" : "wb")))
     rc = fimi_fail(err, "cannot open %s for writing", metrics_path);
   summary->start_step = summary->end_step = ts.step;
+  // A fresh run with a validation hook scores the initial weights first: the
+  // baseline, logged as "validation_start" on step 1's line.
+  double validation_start = NAN;
+  if (rc == 0 && c->validate && ts.step == 0)
+    rc = agree_if_sharded(s, c->validate(c->hooks_ctx, s, 0, &validation_start, err), "validation", err);
   double t0 = monotonic_seconds(), elapsed0 = ts.elapsed;
   Progress progress;
   // The progress line counts this invocation's steps, so its rate and ETA
@@ -318,7 +324,8 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   if (c->progress) progress_start(&progress, label, c->steps - ts.step, stderr);
   for (int64_t step = ts.step + 1; rc == 0 && step <= c->steps; step++) {
     double step_t0 = monotonic_seconds();
-    StepRecord r = {.step = step, .eval_loss = NAN, .validation = NAN};
+    StepRecord r = {.step = step, .eval_loss = NAN, .validation = NAN, .validation_start = validation_start};
+    validation_start = NAN;
     if (c->begin_step && (rc = agree_if_sharded(s, c->begin_step(c->hooks_ctx, s, step, err), "begin_step", err)) != 0)
       break;
     train_state_zero_grad(s);

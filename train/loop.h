@@ -69,7 +69,8 @@ typedef struct TrainLoopConfig {
   // trainer_state.json's best_eval is then the highest score, the step that
   // reached it is saved (also between save_every steps), kept whatever
   // keep_last says, and linked as OUT/best. The score is logged as
-  // "validation" in metrics.jsonl.
+  // "validation" in metrics.jsonl; a fresh run (not a resume) also scores
+  // the initial weights, logged as "validation_start" on step 1's line.
   int (*validate)(void *ctx, TrainState *s, int64_t step, double *score, FimiError *err);
   void *hooks_ctx;  // for begin_step and validate
 } TrainLoopConfig;
