@@ -32,15 +32,23 @@ FUZZ_SECONDS="${FIMI_FUZZ_SECONDS:-$([ "${FIMI_TEST_LONG:-0}" = 1 ] && echo 300 
 BUILD_DIR="${FIMI_BUILD_DIR:-build}"
 ASAN_DIR="${BUILD_DIR}-asan"
 SERIAL="${FIMI_TEST_SERIAL:-0}"
+# Waiting OpenMP threads sleep instead of spinning (tests/CMakeLists.txt says why).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 # ---- stage timing ------------------------------------------------------------
-STAGES=() SECS=() NOTES=()
+STAGES=() SECS=() CPUS=() NOTES=()
 T_START=$SECONDS
 T_STAGE=$SECONDS
 BG_PID=""
-stage_done() {  # stage_done NAME [NOTE]: the time since the previous stage ended
-  STAGES+=("$1") SECS+=($((SECONDS - T_STAGE))) NOTES+=("${2:-}")
-  T_STAGE=$SECONDS
+child_cpu() {  # CPU seconds (user + sys) of every finished child process so far
+  times | awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
+}
+CPU_STAGE=0
+stage_done() {  # stage_done NAME [NOTE]: the wall and CPU time since the previous stage ended
+  local cpu
+  cpu=$(child_cpu)
+  STAGES+=("$1") SECS+=($((SECONDS - T_STAGE))) CPUS+=($((cpu - CPU_STAGE))) NOTES+=("${2:-}")
+  T_STAGE=$SECONDS CPU_STAGE=$cpu
 }
 slowest() {  # slowest LOG N: the N slowest tests of a ctest log
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.* *(\*\*\*)?([A-Za-z][A-Za-z ]*[a-z]) +([0-9.]+) sec$/\4 \1 \3/p' "$1" |
@@ -50,10 +58,13 @@ summary() {
   local rc=$?
   [ -n "$BG_PID" ] && kill -TERM -- "-$BG_PID" 2>/dev/null
   [ "$rc" -ne 0 ] && stage_done "FAILED (exit $rc)" "in the stage after the last one above"
-  printf '\n%-16s %8s\n' stage seconds
-  for i in "${!STAGES[@]}"; do printf '%-16s %8d  %s\n' "${STAGES[$i]}" "${SECS[$i]}" "${NOTES[$i]}"; done
+  # seconds: wall clock; cpu s: CPU time of the stage's processes (their
+  # sum over cores; a background build counts where it is waited for).
+  printf '\n%-16s %8s %8s\n' stage seconds "cpu s"
+  for i in "${!STAGES[@]}"; do printf '%-16s %8d %8d  %s\n' "${STAGES[$i]}" "${SECS[$i]}" "${CPUS[$i]}" "${NOTES[$i]}"; done
   local total=$((SECONDS - T_START))
-  printf '%-16s %8d  (%d min %02d s)\n' total "$total" $((total / 60)) $((total % 60))
+  printf '%-16s %8d %8d  (%d min %02d s; load average at the end: %s)\n' total "$total" "$(child_cpu)" \
+    $((total / 60)) $((total % 60)) "$(cut -d' ' -f1-3 /proc/loadavg)"
   for dir in "$BUILD_DIR" "$ASAN_DIR"; do
     [ -f "$dir/ctest.log" ] || continue
     echo "slowest tests in $dir:"
