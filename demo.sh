@@ -5,8 +5,10 @@
 # streamed from a chat prompt) with the KV cache; then the simulated bank:
 # sample tasks from every family, replay one task's gold chain, and score
 # the oracle and a random agent on all of them; last, 30 SFT steps of the
-# tiny model on bank dialogues, with checkpoints, and a reply from it.
-# Later issues grow this into the end-to-end train-and-evaluate demo.
+# tiny model on bank dialogues, with checkpoints, and a reply from it; then
+# GRPO on the bank: an SFT warm start on oracle transcripts of one task
+# family, and GRPO steps with validation on held-out tasks (docs/grpo.md).
+# Evaluation on the held-out bench comes next.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash launch/install-deps.sh
@@ -37,3 +39,22 @@ rm -rf "$OUT/sft-run"
   --set train.init="$OUT/sft-init" --set train.out_dir="$OUT/sft-run"
 tail -1 "$OUT/sft-run/metrics.jsonl"
 "$FIMI" generate --config configs/tiny-cpu-demo.ini --model "$OUT/sft-run/step_000030" --chat --prompt "Mera FD kab mature hoga?"
+# GRPO: oracle transcripts of the rate_quote family -> tokenizer, tiny model,
+# SFT warm start -> 8 GRPO steps of 4 tasks x 4 rollouts, validated on 16
+# held-out tasks before the first step and every 4 steps.
+G="$OUT/grpo"
+rm -rf "$G" && mkdir -p "$G"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+"$FIMI" env sample --family rate_quote --n 32 --seed 1 --out "$G/train.jsonl"
+"$FIMI" env sample --family rate_quote --n 16 --seed 99 --out "$G/val.jsonl"
+"$FIMI" env transcripts --task-file "$G/train.jsonl" --catalog family --out "$G/sft.jsonl"
+"$FIMI" tokenizer train --input "$G/sft.jsonl" --vocab-size 768 --out "$G/tokenizer.json"
+"$FIMI" init --preset tiny --tokenizer "$G/tokenizer.json" --out "$G/init"
+"$FIMI" data tokenize --kind sft --input "$G/sft.jsonl" --tokenizer "$G/tokenizer.json" --out "$G/sft.h5"
+"$FIMI" train --config configs/tiny-cpu-sft.ini --set data.train="$G/sft.h5" --set data.eval= \
+  --set train.init="$G/init" --set train.out_dir="$G/sft" --set train.steps=100 --set optim.lr=3e-3 \
+  --set optim.schedule=constant --set optim.warmup_steps=0 --set train.save_every=0 --set train.eval_every=0
+"$FIMI" train --config configs/tiny-cpu-grpo.ini --set train.init="$G/sft/step_000100" --set train.out_dir="$G/run" \
+  --set env.tasks="$G/train.jsonl" --set env.val_tasks="$G/val.jsonl" --set train.steps=8 --set train.eval_every=4 \
+  --set grpo.max_turn_tokens=64 --set grpo.max_episode_tokens=160 --set grpo.context=1300 --set optim.lr=1e-4
+tail -1 "$G/run/metrics.jsonl"
