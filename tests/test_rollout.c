@@ -218,35 +218,32 @@ typedef struct Faulty {
   EnvClient inner;
 } Faulty;
 
+// Closes `episode` in the inner client and turns its reply into a failure.
+static void plant_failure(Faulty *f, const EnvRequest *req, EnvReply *out, int n, int64_t episode, const char *why,
+                          FimiError *err) {
+  for (int i = 0; i < n; i++) {
+    if (req[i].episode != episode || out[i].failed) continue;
+    EnvRequest fin = {.episode = episode};
+    EnvReply rep = {0};
+    f->inner.finish(f->inner.ctx, &fin, 1, &rep, err);
+    env_reply_clear(&rep);
+    env_reply_clear(&out[i]);
+    out[i].failed = out[i].done = 1;
+    snprintf(out[i].error, sizeof out[i].error, "%s", why);
+  }
+}
+
 static int faulty_open(void *ctx, const EnvRequest *req, int n, EnvReply *out, FimiError *err) {
   Faulty *f = ctx;
   if (f->inner.open(f->inner.ctx, req, n, out, err) != 0) return -1;
-  for (int i = 0; i < n; i++)
-    if (req[i].episode == 1 && !out[i].failed) {
-      EnvRequest fin = {.episode = 1};
-      EnvReply rep = {0};
-      f->inner.finish(f->inner.ctx, &fin, 1, &rep, err);
-      env_reply_clear(&rep);
-      env_reply_clear(&out[i]);
-      out[i].failed = out[i].done = 1;
-      snprintf(out[i].error, sizeof out[i].error, "planted open failure");
-    }
+  plant_failure(f, req, out, n, 1, "planted open failure", err);
   return 0;
 }
 
 static int faulty_step(void *ctx, const EnvRequest *req, int n, EnvReply *out, FimiError *err) {
   Faulty *f = ctx;
   if (f->inner.step(f->inner.ctx, req, n, out, err) != 0) return -1;
-  for (int i = 0; i < n; i++)
-    if (req[i].episode == 4 && !out[i].failed) {
-      EnvRequest fin = {.episode = 4};
-      EnvReply rep = {0};
-      f->inner.finish(f->inner.ctx, &fin, 1, &rep, err);
-      env_reply_clear(&rep);
-      env_reply_clear(&out[i]);
-      out[i].failed = out[i].done = 1;
-      snprintf(out[i].error, sizeof out[i].error, "planted step failure");
-    }
+  plant_failure(f, req, out, n, 4, "planted step failure", err);
   return 0;
 }
 
