@@ -143,7 +143,7 @@ static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
     // A reuse step: its loss sums start again, and it spent no time on rollouts.
     memset(&g->last.loss, 0, sizeof g->last.loss);
     memset(&g->last.times, 0, sizeof g->last.times);
-    g->last.rollout_seconds = 0;
+    g->last.rollout_seconds = g->last.update_seconds = 0;
     return 0;
   }
   if ((step - 1) % c->updates_per_batch != 0)
@@ -268,6 +268,7 @@ static int train_batch(void *ctx, GemmaModel *model, const Dataset *ds, const in
     for (int t = 1; t < r->len; t++) out->loss_tokens += r->mask[t];
   }
   GrpoLossStats st = {0};
+  double t0 = monotonic_seconds();
   if (out->loss_tokens > 0 && g->total_tokens > 0) {
     if (!g->ops) {
       if (loss_rows(g, model, rows, count, 1, &st, err) != 0) return -1;
@@ -287,6 +288,7 @@ static int train_batch(void *ctx, GemmaModel *model, const Dataset *ds, const in
       st = (GrpoLossStats){sums[0], sums[1], sums[2], sums[3], sums[4]};
     }
   }
+  g->last.update_seconds += monotonic_seconds() - t0;
   // The loss shares add up to the step loss; the loop weights each
   // micro-batch by 1 / grad_accum, so the share is handed back unweighted.
   // The gradient needs no weight: grpo_loss normalizes by the whole step.
@@ -389,11 +391,18 @@ static int step_metrics(void *ctx, int64_t step, cJSON *line, FimiError *err) {
   cJSON_AddNumberToObject(line, "time_decode", t->decode);
   cJSON_AddNumberToObject(line, "time_env", t->env);
   cJSON_AddNumberToObject(line, "time_rollout", st->rollout_seconds);
+  // Forward and backward of the loss (this step's micro-batches).
+  cJSON_AddNumberToObject(line, "time_update", st->update_seconds);
   double gen = st->gen_tokens * st->rollouts;
   cJSON_AddNumberToObject(line, "gen_tokens_per_s", st->rollout_seconds > 0 ? gen / st->rollout_seconds : 0);
   if (!isnan(g->last_val)) add_stats(line, "val_", &g->last_val_stats);
   g->last_val = NAN;
   return 0;
+}
+
+static void progress_note(void *ctx, char *buf, size_t size) {
+  const GrpoObjective *g = ctx;
+  snprintf(buf, size, "reward %.3f | %.0f tok/episode", g->last.reward_mean, g->last.gen_tokens);
 }
 
 static int state_save(void *ctx, cJSON *state, FimiError *err) {
@@ -462,6 +471,7 @@ int grpo_objective_init(GrpoObjective *g, const GrpoConfig *config, const GemmaC
   loop->shuffle = 0;  // rows are the step's rollouts in order
   loop->begin_step = begin_step;
   loop->validate = val && val->count > 0 ? validate_hook : NULL;
+  loop->progress_note = progress_note;
   loop->hooks_ctx = g;
   loop->step_metrics = step_metrics;
   loop->step_metrics_ctx = g;

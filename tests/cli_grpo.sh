@@ -40,7 +40,7 @@ keys = ["loss", "grad_norm", "reward_mean", "reward_std", "seq", "seq_frac", "db
         "strict_total", "zero_variance_groups", "all_fail_groups", "all_pass_groups", "clip_fraction", "kl",
         "ratio_mean", "fresh_rollouts", "gen_tokens", "turns", "tool_calls", "tool_errors", "malformed", "failed",
         "end_stop", "end_transfer", "end_out_of_scope", "end_turn_budget", "end_token_budget", "end_context",
-        "end_malformed", "end_failed", "time_prefill", "time_decode", "time_env", "time_rollout", "gen_tokens_per_s"]
+        "end_malformed", "end_failed", "time_prefill", "time_decode", "time_env", "time_rollout", "time_update", "gen_tokens_per_s"]
 for r in rows:
     missing = [k for k in keys if k not in r]
     assert not missing, (r["step"], missing)

@@ -365,9 +365,10 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
     summary->end_step = step;
     summary->tokens += r.tokens;
     if (c->progress) {
-      char extra[160];
-      snprintf(extra, sizeof extra, "loss %.4f | lr %.3g | gnorm %.3g%s", r.loss, r.lr, r.grad_norm,
-               isnan(r.eval_loss) ? "" : " | eval");
+      char extra[256], note[96] = "";
+      if (c->progress_note) c->progress_note(c->hooks_ctx, note, sizeof note);
+      snprintf(extra, sizeof extra, "loss %.4f | lr %.3g | gnorm %.3g%s%s%s", r.loss, r.lr, r.grad_norm,
+               isnan(r.eval_loss) ? "" : " | eval", note[0] ? " | " : "", note);
       progress_update(&progress, step - summary->start_step, (double)summary->tokens, "tok", extra);
     }
     if (new_best || (c->save_every > 0 && step % c->save_every == 0) || step == c->steps || step == c->stop_at_step)

@@ -72,7 +72,10 @@ typedef struct TrainLoopConfig {
   // "validation" in metrics.jsonl; a fresh run (not a resume) also scores
   // the initial weights, logged as "validation_start" on step 1's line.
   int (*validate)(void *ctx, TrainState *s, int64_t step, double *score, FimiError *err);
-  void *hooks_ctx;  // for begin_step and validate
+  // Optional: a short note for the progress line after each step (GRPO:
+  // the step's reward), written into buf (size bytes, NUL-terminated).
+  void (*progress_note)(void *ctx, char *buf, size_t size);
+  void *hooks_ctx;  // for begin_step, validate and progress_note
 } TrainLoopConfig;
 
 // Defaults: steps 100, micro_batch 4, grad_accum 1, max_grad_norm 1,

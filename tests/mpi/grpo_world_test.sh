@@ -58,7 +58,7 @@ import json, os, sys
 import numpy as np
 from safetensors.numpy import load_file
 work = sys.argv[1]
-timing = {"tokens_per_s", "elapsed", "time_prefill", "time_decode", "time_env", "time_rollout", "gen_tokens_per_s"}
+timing = {"tokens_per_s", "elapsed", "time_prefill", "time_decode", "time_env", "time_rollout", "time_update", "gen_tokens_per_s"}
 def rows(run):
     r = [json.loads(l) for l in open(os.path.join(work, run, "metrics.jsonl"))]
     assert [x["step"] for x in r] == [1, 2, 3, 4], run
