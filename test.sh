@@ -89,8 +89,11 @@ ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decod
 # The parsers of untrusted input (files, model output, tool calls) again under
 # AddressSanitizer + UBSan: every malformed case must be rejected without a
 # memory error. The CLI scripts run against the sanitized binary too.
+# -O1 (asserts kept), as the sanitizers' own docs advise: cli_dpo took 104 s
+# of CPU at -O0 and 44 s at -O1.
 asan_build() {
-  cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DFIMI_SANITIZE=ON -DFIMI_CUDA=OFF >/dev/null &&
+  cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DFIMI_SANITIZE=ON \
+    -DFIMI_CUDA=OFF >/dev/null &&
     cmake --build "$ASAN_DIR" -j"$JOBS" --target fimi fimi_standin "${ASAN_TESTS[@]}"
 }
 # In the background, at the lowest priority while the Release ctest runs: the
