@@ -40,13 +40,17 @@ STAGES=() SECS=() CPUS=() NOTES=()
 T_START=$SECONDS
 T_STAGE=$SECONDS
 BG_PID=""
+TIMES_FILE="$(mktemp)"
 child_cpu() {  # CPU seconds (user + sys) of every finished child process so far
-  times | awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'
+  times >"$TIMES_FILE"  # in this shell: in a $(...) subshell, times sees no children
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' \
+    "$TIMES_FILE"
 }
 CPU_STAGE=0
 stage_done() {  # stage_done NAME [NOTE]: the wall and CPU time since the previous stage ended
   local cpu
-  cpu=$(child_cpu)
+  child_cpu >"$TIMES_FILE.cpu"
+  cpu=$(cat "$TIMES_FILE.cpu")
   STAGES+=("$1") SECS+=($((SECONDS - T_STAGE))) CPUS+=($((cpu - CPU_STAGE))) NOTES+=("${2:-}")
   T_STAGE=$SECONDS CPU_STAGE=$cpu
 }
@@ -63,14 +67,16 @@ summary() {
   printf '\n%-16s %8s %8s\n' stage seconds "cpu s"
   for i in "${!STAGES[@]}"; do printf '%-16s %8d %8d  %s\n' "${STAGES[$i]}" "${SECS[$i]}" "${CPUS[$i]}" "${NOTES[$i]}"; done
   local total=$((SECONDS - T_START))
-  printf '%-16s %8d %8d  (%d min %02d s; load average at the end: %s)\n' total "$total" "$(child_cpu)" \
+  child_cpu >"$TIMES_FILE.cpu"
+  printf '%-16s %8d %8d  (%d min %02d s; load average at the end: %s)\n' total "$total" "$(cat "$TIMES_FILE.cpu")" \
     $((total / 60)) $((total % 60)) "$(cut -d' ' -f1-3 /proc/loadavg)"
   for dir in "$BUILD_DIR" "$ASAN_DIR"; do
     [ -f "$dir/ctest.log" ] || continue
     echo "slowest tests in $dir:"
     slowest "$dir/ctest.log" 6
-    grep -h "^SKIPPED:" "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sed 's/^/  /'
+    grep -h "^SKIPPED:" "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sed 's/^/  /' || true
   done
+  rm -f "$TIMES_FILE" "$TIMES_FILE.cpu"
   return "$rc"
 }
 trap summary EXIT
