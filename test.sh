@@ -63,7 +63,7 @@ summary() {
   [ -n "$BG_PID" ] && kill -TERM -- "-$BG_PID" 2>/dev/null
   [ "$rc" -ne 0 ] && stage_done "FAILED (exit $rc)" "in the stage after the last one above"
   # seconds: wall clock; cpu s: CPU time of the stage's processes (their
-  # sum over cores; a background build counts where it is waited for).
+  # sum over cores; the background build counts in the stage it ends in).
   printf '\n%-16s %8s %8s\n' stage seconds "cpu s"
   for i in "${!STAGES[@]}"; do printf '%-16s %8d %8d  %s\n' "${STAGES[$i]}" "${SECS[$i]}" "${CPUS[$i]}" "${NOTES[$i]}"; done
   local total=$((SECONDS - T_START))
