@@ -27,28 +27,11 @@
 #include <string.h>
 
 #include "model/gemma_cuda.h"
+#define BENCH_NAME "bench_gpu_model"
 #include "bench/gpu/bench_gpu.h"
 #include "tests/gpu/gpu_test.h"
 
 #define H200_BF16_PEAK 989e12
-
-// Fills the device weights with a repeated random bf16 block.
-static void fill_random_weights(CudaContext *ctx, GemmaCudaModel *m) {
-  size_t block = (size_t)16 << 20;
-  if (block > m->num_params) block = m->num_params;
-  float *host = host_random_bf16(block, 0.03f, 7);
-  cuda_upload_bf16(ctx, m->params, host, block);
-  cudaStream_t stream = (cudaStream_t)cuda_context_stream(ctx);
-  for (size_t at = block; at < m->num_params; at += block) {
-    size_t n = m->num_params - at < block ? m->num_params - at : block;
-    cudaError_t st = cudaMemcpyAsync(m->params + at, m->params, n * sizeof(bf16), cudaMemcpyDeviceToDevice, stream);
-    if (st != cudaSuccess) {
-      fprintf(stderr, "bench_gpu_model: %s\n", cudaGetErrorString(st));
-      exit(1);
-    }
-  }
-  free(host);
-}
 
 // One measured configuration; returns 0, or -1 when the batch does not fit.
 static int bench(CudaContext *ctx, GemmaCudaModel *m, const char *preset, int B, int T) {
@@ -130,7 +113,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: %s (B %d, T %d)\n", name, err.message, B, T);
     return 1;
   }
-  fill_random_weights(ctx, &m);
+  bench_fill_random_weights(ctx, &m);
   size_t free_b = 0, total_b = 0;
   cudaMemGetInfo(&free_b, &total_b);
   printf("%s: %s, %.2fB parameters: bf16 weights %.1f GB + fp32 grads %.1f GB; %.1f of %.1f GB free\n", name, preset,
@@ -143,7 +126,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "%s: %s\n", name, err.message);
       return 1;
     }
-    fill_random_weights(ctx, &m);
+    bench_fill_random_weights(ctx, &m);
     printf("%s: T %d did not fit; measuring T 2048\n", name, T);
     rc = bench(ctx, &m, preset, B, 2048);
   }

@@ -28,21 +28,6 @@
 #include "model/gemma_cuda.h"
 #include "tests/gpu/gpu_test.h"
 
-// A repeated random bf16 block (no CPU init of a billion weights).
-static void fill_random_weights(CudaContext *ctx, GemmaCudaModel *m) {
-  size_t block = (size_t)16 << 20;
-  if (block > m->num_params) block = m->num_params;
-  float *host = host_random_bf16(block, 0.03f, 7);
-  cuda_upload_bf16(ctx, m->params, host, block);
-  cudaStream_t stream = (cudaStream_t)cuda_context_stream(ctx);
-  for (size_t at = block; at < m->num_params; at += block) {
-    size_t n = m->num_params - at < block ? m->num_params - at : block;
-    bench_check(cudaMemcpyAsync(m->params + at, m->params, n * sizeof(bf16), cudaMemcpyDeviceToDevice, stream),
-                "weights");
-  }
-  free(host);
-}
-
 // Attention FLOPs of one token at position pos (0-based) over every layer.
 static double attention_flops(const GemmaConfig *cfg, int pos) {
   double f = 0;
@@ -71,7 +56,7 @@ int main(int argc, char **argv) {
   if (B < 1 || P < 1 || steps < 1 || gemma_config_preset(&cfg, preset, &err) != 0 ||
       gemma_cuda_create(&m, &cfg, ctx, &err) != 0)
     die("setup", &err);
-  fill_random_weights(ctx, &m);
+  bench_fill_random_weights(ctx, &m);
   int V = cfg.vocab_size;
   GemmaCudaKVCache cache;
   if (gemma_cuda_kv_cache_create_rows(&cache, &m, B, P + steps, chunk, &err) != 0) die("KV cache", &err);
