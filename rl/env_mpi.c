@@ -92,36 +92,20 @@ static const void *take(Reader *r, size_t n) {
   r->at += n;
   return p;
 }
-static uint32_t get_u32(Reader *r) {
-  uint32_t v = 0;
-  const void *p = take(r, sizeof v);
-  if (p) memcpy(&v, p, sizeof v);
-  return v;
-}
-static int32_t get_i32(Reader *r) {
-  int32_t v = 0;
-  const void *p = take(r, sizeof v);
-  if (p) memcpy(&v, p, sizeof v);
-  return v;
-}
-static uint64_t get_u64(Reader *r) {
-  uint64_t v = 0;
-  const void *p = take(r, sizeof v);
-  if (p) memcpy(&v, p, sizeof v);
-  return v;
-}
-static int64_t get_i64(Reader *r) {
-  int64_t v = 0;
-  const void *p = take(r, sizeof v);
-  if (p) memcpy(&v, p, sizeof v);
-  return v;
-}
-static double get_f64(Reader *r) {
-  double v = 0;
-  const void *p = take(r, sizeof v);
-  if (p) memcpy(&v, p, sizeof v);
-  return v;
-}
+// get_u32 ... get_f64: one fixed-size value, 0 when the message is short.
+#define READER_GET(name, type)                \
+  static type name(Reader *r) {               \
+    type v = 0;                               \
+    const void *p = take(r, sizeof v);        \
+    if (p) memcpy(&v, p, sizeof v);           \
+    return v;                                 \
+  }
+READER_GET(get_u32, uint32_t)
+READER_GET(get_i32, int32_t)
+READER_GET(get_u64, uint64_t)
+READER_GET(get_i64, int64_t)
+READER_GET(get_f64, double)
+#undef READER_GET
 
 // Receives the next message from `source` (may be MPI_ANY_SOURCE) with `tag`
 // into *data (malloc'd); *source_out the sender.
