@@ -13,20 +13,11 @@ set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
 source "$SRC/tests/lib_cli.sh"
+source "$SRC/tests/lib_grpo.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 require_python json
 D="$WORK/learn"
-mkdir -p "$D"
-expect_ok "env sample (train)" "$FIMI" env sample --family rate_quote --n 32 --seed 1 --out "$D/train.jsonl"
-expect_ok "env sample (val)" "$FIMI" env sample --family rate_quote --n 16 --seed 99 --out "$D/val.jsonl"
-expect_ok "env transcripts" "$FIMI" env transcripts --task-file "$D/train.jsonl" --catalog family --out "$D/sft.jsonl"
-expect_ok "tokenizer" "$FIMI" tokenizer train --input "$D/sft.jsonl" --vocab-size 768 --out "$D/tokenizer.json"
-expect_ok "init" "$FIMI" init --preset tiny --tokenizer "$D/tokenizer.json" --out "$D/init"
-expect_ok "tokenize" "$FIMI" data tokenize --kind sft --input "$D/sft.jsonl" --tokenizer "$D/tokenizer.json" --out "$D/sft.h5"
-expect_ok "sft warm start" "$FIMI" train --config "$SRC/configs/tiny-cpu-sft.ini" --set data.train="$D/sft.h5" \
-  --set data.eval= --set train.init="$D/init" --set train.out_dir="$D/sft" --set train.steps=100 \
-  --set optim.lr=3e-3 --set optim.schedule=constant --set optim.warmup_steps=0 --set train.save_every=0 \
-  --set train.eval_every=0 --set train.progress=false
+prepare_grpo_data "$D" rate_quote 32 16 768 100 3e-3
 expect_ok "grpo" "$FIMI" train --config "$SRC/configs/tiny-cpu-grpo.ini" --set train.init="$D/sft/step_000100" \
   --set train.out_dir="$D/grpo" --set env.tasks="$D/train.jsonl" --set env.val_tasks="$D/val.jsonl" \
   --set train.steps=24 --set train.eval_every=4 --set train.save_every=0 --set train.progress=false \

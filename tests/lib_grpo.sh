@@ -1,5 +1,8 @@
 # tests/lib_grpo.sh: the tiny GRPO run the GRPO tests share (sourced after
 # tests/lib_cli.sh, with FIMI and SRC set; not a test itself).
+# prepare_grpo_data DIR FAMILY N_TRAIN N_VAL VOCAB SFT_STEPS SFT_LR: a
+# family's train and validation tasks, oracle transcripts, a BPE of VOCAB
+# tokens, the random tiny init and an SFT warm start (DIR/sft/step_NNNNNN).
 # prepare_tiny_grpo DIR makes, as configs/tiny-cpu-grpo.ini's comment does
 # but smaller: DIR/train.jsonl (24 kyc_status_check tasks), DIR/val.jsonl (8),
 # the oracle transcripts, a 1024-token tokenizer, the random init and a
@@ -8,20 +11,25 @@
 # random init fails every rollout alike: no gradient), not a useful model.
 # GRPO_ARGS: `fimi train` arguments of a 2 tasks x 4 rollouts step with small
 # token budgets (one step takes about a second on one core).
-prepare_tiny_grpo() {
-  local d="$1"
+prepare_grpo_data() {  # DIR FAMILY N_TRAIN N_VAL VOCAB SFT_STEPS SFT_LR: tasks, transcripts, tokenizer, init, SFT
+  local d="$1" family="$2" n_train="$3" n_val="$4" vocab="$5" steps="$6" lr="$7"
   mkdir -p "$d"
-  expect_ok "env sample (train)" "$FIMI" env sample --family kyc_status_check --n 24 --seed 1 --out "$d/train.jsonl"
-  expect_ok "env sample (val)" "$FIMI" env sample --family kyc_status_check --n 8 --seed 99 --out "$d/val.jsonl"
+  expect_ok "env sample (train)" "$FIMI" env sample --family "$family" --n "$n_train" --seed 1 --out "$d/train.jsonl"
+  expect_ok "env sample (val)" "$FIMI" env sample --family "$family" --n "$n_val" --seed 99 --out "$d/val.jsonl"
   expect_ok "env transcripts" "$FIMI" env transcripts --task-file "$d/train.jsonl" --catalog family --out "$d/sft.jsonl"
-  expect_ok "tokenizer" "$FIMI" tokenizer train --input "$d/sft.jsonl" --vocab-size 1024 --out "$d/tokenizer.json"
+  expect_ok "tokenizer" "$FIMI" tokenizer train --input "$d/sft.jsonl" --vocab-size "$vocab" --out "$d/tokenizer.json"
   expect_ok "init" "$FIMI" init --preset tiny --tokenizer "$d/tokenizer.json" --out "$d/init"
   expect_ok "tokenize sft" "$FIMI" data tokenize --kind sft --input "$d/sft.jsonl" --tokenizer "$d/tokenizer.json" \
     --out "$d/sft.h5"
   expect_ok "sft warm start" "$FIMI" train --config "$SRC/configs/tiny-cpu-sft.ini" --set data.train="$d/sft.h5" \
-    --set data.eval= --set train.init="$d/init" --set train.out_dir="$d/sft" --set train.steps=10 \
-    --set optim.lr=1e-2 --set optim.schedule=constant --set optim.warmup_steps=0 --set train.save_every=0 \
-    --set train.progress=false
+    --set data.eval= --set train.init="$d/init" --set train.out_dir="$d/sft" --set train.steps="$steps" \
+    --set optim.lr="$lr" --set optim.schedule=constant --set optim.warmup_steps=0 --set train.save_every=0 \
+    --set train.eval_every=0 --set train.progress=false
+}
+
+prepare_tiny_grpo() {
+  local d="$1"
+  prepare_grpo_data "$d" kyc_status_check 24 8 1024 10 1e-2
   GRPO_ARGS=(train --config "$SRC/configs/tiny-cpu-grpo.ini" --set train.init="$d/sft/step_000010"
              --set env.tasks="$d/train.jsonl" --set env.val_tasks="$d/val.jsonl" --set train.progress=false
              --set grpo.tasks_per_step=2 --set grpo.group_size=4 --set train.micro_batch=4 --set train.grad_accum=2

@@ -32,6 +32,17 @@ static void init_test_params(GemmaModel *m, uint64_t seed) {
   }
 }
 
+// The preset's model with init_test_params(seed); a failure is a failed check.
+static int make_model(const char *preset, uint64_t seed, GemmaConfig *cfg, GemmaModel *model) {
+  FimiError err = {0};
+  if (gemma_config_preset(cfg, preset, &err) != 0 || gemma_model_create(model, cfg, &err) != 0) {
+    CHECK(0, "%s: %s", preset, err.message);
+    return -1;
+  }
+  init_test_params(model, seed);
+  return 0;
+}
+
 static double log_softmax_at(const float *logits, int V, int target) {
   double mx = -INFINITY, sum = 0;
   for (int v = 0; v < V; v++) mx = fmax(mx, logits[v]);
@@ -43,11 +54,7 @@ static void check_decode_matches_forward(const char *preset) {
   FimiError err = {0};
   GemmaConfig cfg;
   GemmaModel model;
-  if (gemma_config_preset(&cfg, preset, &err) != 0 || gemma_model_create(&model, &cfg, &err) != 0) {
-    CHECK(0, "%s: %s", preset, err.message);
-    return;
-  }
-  init_test_params(&model, 42);
+  if (make_model(preset, 42, &cfg, &model) != 0) return;
   int V = cfg.vocab_size, lengths[NSEQ] = {5, 13, MAXLEN};
   CHECK(lengths[1] > cfg.sliding_window && lengths[2] > cfg.sliding_window, "lengths should exceed the window %d",
         cfg.sliding_window);
@@ -127,11 +134,7 @@ static void check_prefill(const char *preset, int R) {
   FimiError err = {0};
   GemmaConfig cfg;
   GemmaModel model;
-  if (gemma_config_preset(&cfg, preset, &err) != 0 || gemma_model_create(&model, &cfg, &err) != 0) {
-    CHECK(0, "%s: %s", preset, err.message);
-    return;
-  }
-  init_test_params(&model, 7);
+  if (make_model(preset, 7, &cfg, &model) != 0) return;
   enum { N = 17 };
   int V = cfg.vocab_size, tokens[N + 1];
   Rng rng;
@@ -179,11 +182,7 @@ static void check_generation(const char *preset) {
   FimiError err = {0};
   GemmaConfig cfg;
   GemmaModel model;
-  if (gemma_config_preset(&cfg, preset, &err) != 0 || gemma_model_create(&model, &cfg, &err) != 0) {
-    CHECK(0, "%s: %s", preset, err.message);
-    return;
-  }
-  init_test_params(&model, 8);
+  if (make_model(preset, 8, &cfg, &model) != 0) return;
   int V = cfg.vocab_size;
   enum { MAX_NEW = 10 };
   int p0[3] = {5, 6, 7}, p1[11] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, p2[1] = {3};

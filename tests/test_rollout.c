@@ -27,9 +27,13 @@ enum { G = 3 };
 
 static RlFixture fx;
 
-static void make_jobs(RolloutJob *jobs, int n_tasks) {
-  for (int t = 0; t < n_tasks; t++)
+// G jobs per fixture task (a group per task); *n of them, calloc'd.
+static RolloutJob *make_jobs(int *n) {
+  *n = fx.tasks.count * G;
+  RolloutJob *jobs = calloc((size_t)*n, sizeof *jobs);
+  for (int t = 0; jobs && t < fx.tasks.count; t++)
     for (int i = 0; i < G; i++) jobs[t * G + i] = (RolloutJob){t, t, 1000 + (uint64_t)t};
+  return jobs;
 }
 
 static int run(const RolloutConfig *c, RolloutJob *jobs, int n, Rollout *out, RolloutTimes *times, EnvClient *env) {
@@ -125,10 +129,9 @@ static void free_all(Rollout *r, int n) {
 }
 
 static void check_determinism_and_sharing(void) {
-  int n_tasks = fx.tasks.count, n = n_tasks * G;
-  RolloutJob *jobs = calloc((size_t)n, sizeof *jobs);
+  int n_tasks = fx.tasks.count, n;
+  RolloutJob *jobs = make_jobs(&n);
   Rollout *ref = calloc((size_t)n, sizeof *ref), *other = calloc((size_t)n, sizeof *other);
-  make_jobs(jobs, n_tasks);
   RolloutConfig c;
   base_config(&c);
   RolloutTimes shared = {0};
@@ -169,10 +172,9 @@ static void check_determinism_and_sharing(void) {
 }
 
 static void check_budgets(void) {
-  int n = fx.tasks.count * G;
-  RolloutJob *jobs = calloc((size_t)n, sizeof *jobs);
+  int n;
+  RolloutJob *jobs = make_jobs(&n);
   Rollout *out = calloc((size_t)n, sizeof *out);
-  make_jobs(jobs, fx.tasks.count);
   RolloutConfig c;
   base_config(&c);
   c.max_episode_tokens = 10;
@@ -257,10 +259,9 @@ static void check_env_failures(void) {
   Faulty f;
   CHECK(env_client_local_create(&f.inner, &fx.tasks, &err) == 0, "%s", err.message);
   EnvClient env = {faulty_open, faulty_step, faulty_finish, NULL, &f, &fx.tasks, 0};
-  int n = fx.tasks.count * G;
-  RolloutJob *jobs = calloc((size_t)n, sizeof *jobs);
+  int n;
+  RolloutJob *jobs = make_jobs(&n);
   Rollout *out = calloc((size_t)n, sizeof *out);
-  make_jobs(jobs, fx.tasks.count);
   RolloutConfig c;
   base_config(&c);
   CHECK(run(&c, jobs, n, out, NULL, &env) == 0, "faulty run");
