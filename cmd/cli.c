@@ -124,6 +124,15 @@ static const ConfigField rollout_fields[] = {
     {"rollout", "prefill_chunk", CONFIG_INT, "64", "tokens per prefill pass"},
 };
 
+// Evaluation (eval/, docs/evaluation.md): fimi eval.
+static const ConfigField eval_fields[] = {
+    {"eval", "trials", CONFIG_INT, "1", "episodes per task (the learnable band and pass^k need >= 2)"},
+    {"eval", "seed", CONFIG_INT, "1", "simulator phrasing and sampling seed: the same episodes for every model"},
+    {"eval", "success", CONFIG_FLOAT, "1.0", "an episode succeeds when its reward (total) is >= this"},
+    {"eval", "temperature", CONFIG_FLOAT, "0.0", "sampling temperature of the model's turns; 0 = greedy"},
+    {"eval", "top_p", CONFIG_FLOAT, "1.0", "nucleus mass of the model's turns"},
+};
+
 // DPO (dpo/, docs/dpo.md): read when train.objective = dpo.
 static const ConfigField dpo_fields[] = {
     {"dpo", "beta", CONFIG_FLOAT, "0.1", "DPO temperature beta (> 0)"},
@@ -226,6 +235,7 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
   if (config_add_fields(&opts->config, env_fields, sizeof env_fields / sizeof env_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, rollout_fields, sizeof rollout_fields / sizeof rollout_fields[0], err) != 0)
     return -1;
+  if (config_add_fields(&opts->config, eval_fields, sizeof eval_fields / sizeof eval_fields[0], err) != 0) return -1;
   if (opts->config_path && config_load_file(&opts->config, opts->config_path, err) != 0) return -1;
   for (int i = 0; i < opts->num_overrides; i++)
     if (config_apply_override(&opts->config, opts->overrides[i], err) != 0) return -1;
@@ -278,5 +288,30 @@ int parse_token_ids(const char *text, int vocab, int **ids, int *count, FimiErro
   }
   *ids = out;
   *count = n;
+  return 0;
+}
+
+int cli_get_int(const Config *c, const char *section, const char *key, int *out, FimiError *err) {
+  int64_t v = 0;
+  if (config_get_int(c, section, key, &v, err) != 0) return -1;
+  if (v < -(1 << 30) || v > (1 << 30)) return fimi_fail(err, "%s.%s: %lld is out of range", section, key, (long long)v);
+  *out = (int)v;
+  return 0;
+}
+
+int cli_rollout_settings(const Config *c, RolloutConfig *r, int *row_invariant, int *prefill_chunk, FimiError *err) {
+  const char *catalog;
+  if (cli_get_int(c, "grpo", "max_turn_tokens", &r->max_turn_tokens, err) ||
+      cli_get_int(c, "grpo", "max_episode_tokens", &r->max_episode_tokens, err) ||
+      cli_get_int(c, "grpo", "context", &r->context, err) ||
+      cli_get_int(c, "grpo", "max_malformed", &r->max_malformed, err) ||
+      !(catalog = config_get_string(c, "env", "catalog", err)) ||
+      cli_get_int(c, "rollout", "slots", &r->slots, err) ||
+      config_get_bool(c, "rollout", "share_prefix", &r->share_prefix, err) ||
+      config_get_bool(c, "rollout", "row_invariant", row_invariant, err) ||
+      cli_get_int(c, "rollout", "prefill_chunk", prefill_chunk, err))
+    return -1;
+  if (env_catalog_mode_parse(catalog, &r->catalog, err) != 0) return -1;
+  if (*prefill_chunk < 1 || *prefill_chunk > 65536) return fimi_fail(err, "rollout.prefill_chunk must be in [1, 65536]");
   return 0;
 }

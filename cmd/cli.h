@@ -8,6 +8,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "rl/rollout.h"
 
 #define CLI_MAX_OVERRIDES 64
 #define CLI_EXIT_USAGE 2
@@ -44,6 +45,13 @@ const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err);
 int cli_parse_int(const char *flag, const char *text, long min, long max, long *out, FimiError *err);
 int cli_parse_float(const char *flag, const char *text, double *out, FimiError *err);
 
+// An int key that must fit an int (errors name section.key).
+int cli_get_int(const Config *c, const char *section, const char *key, int *out, FimiError *err);
+// The rollout engine's settings shared by fimi train (grpo) and fimi eval:
+// the [grpo] budgets, env.catalog and [rollout] (not the sampler, which
+// each reads from its own section).
+int cli_rollout_settings(const Config *c, RolloutConfig *r, int *row_invariant, int *prefill_chunk, FimiError *err);
+
 struct GemmaConfig;
 // The model architecture named by [model] preset / config_json.
 int cli_model_config(const CliOptions *opts, struct GemmaConfig *config, FimiError *err);
@@ -59,6 +67,8 @@ int cmd_env(int argc, char **argv);
 // `fimi env transcripts` (cmd/cmd_env_transcripts.c).
 int cmd_env_transcripts(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+// `fimi eval` (cmd/cmd_eval.c).
+int cmd_eval(int argc, char **argv);
 // `fimi train` (cmd/cmd_train.c).
 int cmd_train(int argc, char **argv);
 

@@ -4,6 +4,8 @@
 // Defines what env/reward.h declares.
 #include "env/reward.h"
 
+#include "core/json.h"
+
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -241,4 +243,38 @@ cJSON *reward_to_json(const RewardBreakdown *r) {
   cJSON_AddStringToObject(j, "end", task_end_name(r->end));
   cJSON_AddNumberToObject(j, "turns", r->turns);
   return j;
+}
+
+int reward_from_json(const cJSON *json, RewardBreakdown *out, const char *what, FimiError *err) {
+  memset(out, 0, sizeof *out);
+  if (!cJSON_IsObject(json)) return fimi_fail(err, "%s: not an object", what);
+  const cJSON *checks = cJSON_GetObjectItemCaseSensitive(json, "checks");
+  if (!cJSON_IsArray(checks)) return fimi_fail(err, "%s.checks: missing or not an array", what);
+  const char *names[4] = {"seq", "db", "comm", "judge"};
+  const cJSON *c;
+  cJSON_ArrayForEach(c, checks) {
+    int k = 0;
+    while (k < 4 && !(cJSON_IsString(c) && !strcmp(c->valuestring, names[k]))) k++;
+    if (k == 4) return fimi_fail(err, "%s.checks: unknown check (seq, db, comm, judge)", what);
+    out->checks |= 1 << k;
+  }
+  struct { const char *key; double *value; } doubles[] = {
+      {"total", &out->total}, {"strict_total", &out->strict_total}, {"seq", &out->seq},
+      {"seq_frac", &out->seq_frac}, {"seq_strict", &out->seq_strict}, {"db", &out->db},
+      {"comm", &out->comm}, {"judge", &out->judge}};
+  for (size_t i = 0; i < sizeof doubles / sizeof doubles[0]; i++)
+    if (json_get_double(json, doubles[i].key, 1, doubles[i].value, what, err) != 0) return -1;
+  struct { const char *key; int *value; } ints[] = {
+      {"matched", &out->matched}, {"lcs", &out->lcs}, {"num_gold", &out->num_gold},
+      {"values_said", &out->values_said}, {"num_values", &out->num_values},
+      {"assertions_met", &out->assertions_met}, {"num_assertions", &out->num_assertions}, {"turns", &out->turns}};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+    if (json_get_int(json, ints[i].key, 1, ints[i].value, what, err) != 0) return -1;
+  if (json_get_bool(json, "judge_zeroed_by_db", 1, &out->db_failed_judge_zeroed, what, err) != 0) return -1;
+  char end[32];
+  if (json_get_string(json, "end", 1, end, sizeof end, what, err) != 0) return -1;
+  int e = task_end_from_name(end);
+  if (e < 0) return fimi_fail(err, "%s.end: unknown end \"%s\"", what, end);
+  out->end = (TaskEnd)e;
+  return 0;
 }

@@ -60,5 +60,8 @@ int reward_rule_met(const TaskAssertion *a, const RewardInput *in);
 // Case-insensitive substring search.
 int reward_contains(const char *haystack, const char *needle);
 cJSON *reward_to_json(const RewardBreakdown *r);
+// The inverse of reward_to_json (a result file read back): every field
+// reward_to_json writes is required; errors name `what`.field.
+int reward_from_json(const cJSON *json, RewardBreakdown *out, const char *what, FimiError *err);
 
 #endif

@@ -1,0 +1,296 @@
+// cmd/cmd_eval.c: `fimi eval` (docs/evaluation.md): the held-out harness
+// of eval/ on a task file with a saved model (CPU or GPU policy) or a
+// scripted agent, writing the result file and its Markdown summary; and
+// `fimi eval compare` (paired sign test) and `fimi eval ladder`.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cli.h"
+#include "cmd/rollout_cuda.h"
+#include "core/fileio.h"
+#include "core/progress.h"
+#include "eval/harness.h"
+#include "eval/summary.h"
+#include "kernels/device.h"
+#include "model/gemma.h"
+#include "model/weights.h"
+
+static void eval_usage(FILE *out) {
+  fprintf(out,
+          "usage: fimi eval (--model DIR | --agent oracle|do_nothing|random) --tasks FILE [--trials N]\n"
+          "                 [--out results.json] [--label NAME] [--tokenizer F] [--device cpu|cuda]\n"
+          "       fimi eval compare A.json B.json [--out compare.json]\n"
+          "       fimi eval ladder A.json B.json ...\n"
+          "  plays every task of FILE N times (eval.trials) and writes every episode with its reward\n"
+          "  breakdown to --out (default results.json) and a Markdown summary beside it (.md)\n"
+          "    --model      a saved model directory (model.safetensors, config.json, tokenizer.json)\n"
+          "    --agent      a scripted agent instead of a model, through the same episodes\n"
+          "    --trials     episodes per task (eval.trials; the band and pass^k need >= 2)\n"
+          "    --label      the run's name in tables (default: the model directory or agent)\n"
+          "    --tokenizer  tokenizer.json (default: DIR/tokenizer.json)\n"
+          "  compare: per-task paired comparison of B against A (same tasks), exact sign test\n"
+          "  ladder:  mean reward overall and per task kind, one row per result file, best in bold\n"
+          "  settings: [eval] trials, seed, success, temperature, top_p; budgets from [grpo] and [rollout]\n");
+}
+
+typedef struct EvalArgs {
+  const char *model, *agent, *tasks, *out, *label, *tokenizer;
+  long trials;  // 0: eval.trials
+} EvalArgs;
+
+static int parse_eval_args(int argc, char **argv, EvalArgs *a, FimiError *err) {
+  memset(a, 0, sizeof *a);
+  a->out = "results.json";
+  static const char *const flags[] = {"--model", "--agent", "--tasks", "--out", "--label", "--tokenizer", "--trials",
+                                      NULL};
+  for (int i = 1; i < argc; i++) {
+    if (!cli_is_one_of(argv[i], flags)) return fimi_fail(err, "unknown argument \"%s\" (see fimi eval --help)", argv[i]);
+    const char *flag = argv[i], *v = cli_flag_value(argc, argv, &i, err);
+    if (!v) return -1;
+    if (!strcmp(flag, "--model")) a->model = v;
+    if (!strcmp(flag, "--agent")) a->agent = v;
+    if (!strcmp(flag, "--tasks")) a->tasks = v;
+    if (!strcmp(flag, "--out")) a->out = v;
+    if (!strcmp(flag, "--label")) a->label = v;
+    if (!strcmp(flag, "--tokenizer")) a->tokenizer = v;
+    if (!strcmp(flag, "--trials") && cli_parse_int("--trials", v, 1, 1000, &a->trials, err) != 0) return -1;
+  }
+  if (!a->tasks) return fimi_fail(err, "--tasks FILE is required (a task file: fimi env sample)");
+  if (!a->model == !a->agent) return fimi_fail(err, "give exactly one of --model DIR and --agent NAME");
+  return 0;
+}
+
+// [eval] and the rollout settings; *row_invariant, *chunk for the CPU policy.
+static int read_eval_config(const Config *c, const EvalArgs *a, EvalConfig *e, int *row_invariant, int *chunk,
+                            FimiError *err) {
+  eval_config_default(e);
+  int64_t seed = 0;
+  double temperature = 0, top_p = 1;
+  if (cli_get_int(c, "eval", "trials", &e->trials, err) || config_get_int(c, "eval", "seed", &seed, err) ||
+      config_get_float(c, "eval", "success", &e->success, err) ||
+      config_get_float(c, "eval", "temperature", &temperature, err) ||
+      config_get_float(c, "eval", "top_p", &top_p, err) ||
+      cli_rollout_settings(c, &e->rollout, row_invariant, chunk, err))
+    return -1;
+  e->seed = (uint64_t)seed;
+  e->rollout.sampler = (SamplerConfig){(float)temperature, (float)top_p};
+  if (a->trials > 0) e->trials = (int)a->trials;
+  return eval_config_validate(e, err);
+}
+
+static void fill_info(EvalRunInfo *info, const EvalArgs *a, const EvalConfig *e, int64_t parameters) {
+  snprintf(info->model, sizeof info->model, "%s%s", a->agent ? "agent:" : "", a->agent ? a->agent : a->model);
+  snprintf(info->label, sizeof info->label, "%s", a->label ? a->label : a->agent ? a->agent : a->model);
+  snprintf(info->tasks_file, sizeof info->tasks_file, "%s", a->tasks);
+  info->trials = e->trials;
+  info->seed = e->seed;
+  info->temperature = a->agent ? 0 : e->rollout.sampler.temperature;
+  info->top_p = a->agent ? 1 : e->rollout.sampler.top_p;
+  info->success = e->success;
+  info->parameters = parameters;
+}
+
+// ---- the model's policy on the chosen device ------------------------------------------------
+
+typedef struct EvalPolicy {
+  RolloutPolicy policy;
+  Device device;
+#ifdef FIMI_HAVE_CUDA
+  CudaContext *ctx;
+  GemmaCudaModel gpu;
+  int have_gpu;
+#endif
+} EvalPolicy;
+
+static int eval_policy_create(EvalPolicy *p, Device device, GemmaModel *model, const EvalConfig *e, int row_invariant,
+                              int chunk, FimiError *err) {
+  memset(p, 0, sizeof *p);
+  p->device = device;
+  int slots = e->rollout.slots, capacity = e->rollout.context;
+  if (device == DEVICE_CPU) return rollout_policy_cpu_create(&p->policy, model, slots, capacity, chunk, row_invariant, err);
+#ifdef FIMI_HAVE_CUDA
+  if (cuda_context_create(&p->ctx, 0, err) != 0) return -1;
+  if (gemma_cuda_create(&p->gpu, &model->config, p->ctx, err) != 0) return -1;
+  p->have_gpu = 1;
+  if (gemma_cuda_upload_weights(&p->gpu, model, err) != 0) return -1;
+  return rollout_policy_cuda_create(&p->policy, &p->gpu, slots, capacity, chunk, err);
+#else
+  (void)row_invariant;
+  return fimi_fail(err, "this fimi was built without the CUDA backend");
+#endif
+}
+
+static void eval_policy_free(EvalPolicy *p) {
+  if (p->device == DEVICE_CPU) {
+    if (p->policy.ctx) rollout_policy_cpu_free(&p->policy);
+    return;
+  }
+#ifdef FIMI_HAVE_CUDA
+  if (p->policy.ctx) rollout_policy_cuda_free(&p->policy);
+  if (p->have_gpu) gemma_cuda_free(&p->gpu);
+  if (p->ctx) cuda_context_destroy(p->ctx);
+#endif
+}
+
+static int run_model(const EvalArgs *a, const EvalConfig *e, Device device, int row_invariant, int chunk,
+                     const TaskList *tasks, EvalResults *out, FimiError *err) {
+  char tok_path[4096];
+  if (a->tokenizer)
+    snprintf(tok_path, sizeof tok_path, "%s", a->tokenizer);
+  else if (path_join(tok_path, sizeof tok_path, a->model, "tokenizer.json", err) != 0)
+    return -1;
+  Tokenizer *tok = NULL;
+  if (tokenizer_load_file(tok_path, &tok, err) != 0) return -1;
+  GemmaModel model;
+  if (gemma_load_pretrained(&model, a->model, err) != 0) {
+    tokenizer_free(tok);
+    return -1;
+  }
+  fill_info(&out->info, a, e, gemma_model_param_count(&model));
+  EnvClient env;
+  EvalPolicy policy;
+  int rc = env_client_local_create(&env, tasks, err);
+  int have_env = rc == 0;
+  if (rc == 0) rc = eval_policy_create(&policy, device, &model, e, row_invariant, chunk, err);
+  if (rc == 0) rc = eval_run_policy(e, &policy.policy, &env, tok, out, err);
+  if (have_env) {
+    eval_policy_free(&policy);
+    env_client_free(&env);
+  }
+  gemma_model_free(&model);
+  tokenizer_free(tok);
+  return rc;
+}
+
+// results.json -> results.md (or FILE.md when there is no .json suffix).
+static int markdown_path(const char *json_path, char *out, size_t size, FimiError *err) {
+  size_t n = strlen(json_path);
+  int cut = n > 5 && !strcmp(json_path + n - 5, ".json");
+  if ((size_t)snprintf(out, size, "%.*s.md", (int)(cut ? n - 5 : n), json_path) >= size)
+    return fimi_fail(err, "%s: path too long", json_path);
+  return 0;
+}
+
+static int write_outputs(const EvalResults *r, const char *path, FimiError *err) {
+  char md[4096];
+  if (eval_results_write(r, path, err) != 0 || markdown_path(path, md, sizeof md, err) != 0) return -1;
+  FILE *f = fopen(md, "w");
+  if (!f) return fimi_fail(err, "%s: cannot write", md);
+  int rc = eval_summary_markdown(r, f, err);
+  if (fclose(f) != 0 && rc == 0) rc = fimi_fail(err, "%s: write failed", md);
+  if (rc == 0) rc = eval_summary_markdown(r, stdout, err);
+  if (rc == 0) printf("\nresults: %s, summary: %s\n", path, md);
+  return rc;
+}
+
+static int cmd_eval_run(int argc, char **argv) {
+  FimiError err = {0};
+  CliOptions opts;
+  int rest = cli_parse_common(&opts, argc, argv, &err);
+  EvalArgs a;
+  EvalConfig e;
+  int row_invariant = 1, chunk = 64;
+  if (rest < 0 || cli_load_config(&opts, &err) != 0 || parse_eval_args(rest, argv, &a, &err) != 0 ||
+      read_eval_config(&opts.config, &a, &e, &row_invariant, &chunk, &err) != 0)
+    return cli_fail("eval", &err);
+  int agent = a.agent ? agent_kind_from_name(a.agent) : -1;
+  if (a.agent && agent < 0) {
+    fimi_fail(&err, "--agent: unknown agent \"%s\" (oracle, do_nothing, random)", a.agent);
+    return cli_fail("eval", &err);
+  }
+  if (a.model && device_require(opts.device, &err) != 0) return cli_fail("eval", &err);
+  TaskList tasks = {0};
+  if (task_list_load(a.tasks, &tasks, &err) != 0) return cli_fail("eval", &err);
+  EvalResults results = {0};
+  double start = monotonic_seconds();
+  int rc;
+  if (a.agent) {
+    fill_info(&results.info, &a, &e, 0);
+    rc = eval_run_agent(&e, (EnvAgentKind)agent, &tasks, &results, &err);
+  } else {
+    rc = run_model(&a, &e, opts.device, row_invariant, chunk, &tasks, &results, &err);
+  }
+  results.info.seconds = monotonic_seconds() - start;
+  if (rc == 0) rc = write_outputs(&results, a.out, &err);
+  eval_results_free(&results);
+  task_list_free(&tasks);
+  return rc == 0 ? 0 : cli_fail("eval", &err);
+}
+
+// ---- compare and ladder -------------------------------------------------------------------------
+
+static int read_all(int n, char **paths, EvalResults *runs, FimiError *err) {
+  for (int i = 0; i < n; i++)
+    if (eval_results_read(paths[i], &runs[i], err) != 0) {
+      for (int k = 0; k < i; k++) eval_results_free(&runs[k]);
+      return -1;
+    }
+  return 0;
+}
+
+static int cmd_eval_compare(int argc, char **argv) {
+  FimiError err = {0};
+  const char *out = NULL, *files[2];
+  int n = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--out")) {
+      if (!(out = cli_flag_value(argc, argv, &i, &err))) return cli_fail("eval compare", &err);
+    } else if (n < 2 && argv[i][0] != '-') {
+      files[n++] = argv[i];
+    } else {
+      fimi_fail(&err, "unexpected argument \"%s\" (usage: fimi eval compare A.json B.json [--out F])", argv[i]);
+      return cli_fail("eval compare", &err);
+    }
+  }
+  if (n != 2) {
+    fimi_fail(&err, "two result files are needed (fimi eval compare A.json B.json)");
+    return cli_fail("eval compare", &err);
+  }
+  EvalResults runs[2];
+  if (read_all(2, (char **)files, runs, &err) != 0) return cli_fail("eval compare", &err);
+  cJSON *json = NULL;
+  int rc = eval_compare(&runs[0], &runs[1], stdout, &json, &err);
+  if (rc == 0 && out) {
+    char *text = cJSON_Print(json);
+    rc = text ? file_write_atomic(out, text, strlen(text), &err) : fimi_fail(&err, "out of memory");
+    free(text);
+  }
+  cJSON_Delete(json);
+  eval_results_free(&runs[0]);
+  eval_results_free(&runs[1]);
+  return rc == 0 ? 0 : cli_fail("eval compare", &err);
+}
+
+static int cmd_eval_ladder(int argc, char **argv) {
+  FimiError err = {0};
+  int n = argc - 1;
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-') {
+      fimi_fail(&err, "unexpected argument \"%s\" (usage: fimi eval ladder A.json B.json ...)", argv[i]);
+      return cli_fail("eval ladder", &err);
+    }
+  if (n < 1) {
+    fimi_fail(&err, "give one or more result files (fimi eval ladder A.json B.json ...)");
+    return cli_fail("eval ladder", &err);
+  }
+  EvalResults *runs = fimi_calloc((size_t)n, sizeof *runs, &err);
+  if (!runs || read_all(n, argv + 1, runs, &err) != 0) {
+    free(runs);
+    return cli_fail("eval ladder", &err);
+  }
+  int rc = eval_ladder(runs, n, stdout, &err);
+  for (int i = 0; i < n; i++) eval_results_free(&runs[i]);
+  free(runs);
+  return rc == 0 ? 0 : cli_fail("eval ladder", &err);
+}
+
+int cmd_eval(int argc, char **argv) {
+  if (argc < 2 || cli_wants_help(argc, argv, 1)) {
+    eval_usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? CLI_EXIT_USAGE : 0;
+  }
+  if (!strcmp(argv[1], "compare")) return cmd_eval_compare(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "ladder")) return cmd_eval_ladder(argc - 1, argv + 1);
+  return cmd_eval_run(argc, argv);
+}
