@@ -71,5 +71,7 @@ int cmd_data(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 // `fimi train` (cmd/cmd_train.c).
 int cmd_train(int argc, char **argv);
+// `fimi report` (cmd/cmd_report.c).
+int cmd_report(int argc, char **argv);
 
 #endif
