@@ -304,3 +304,57 @@ int comm_barrier(Communicator *comm, FimiError *err) {
   if (check_ready(comm, "barrier", err) != 0) return -1;
   return comm_check_mpi(MPI_Barrier(comm->mpi), "MPI_Barrier", comm, err);
 }
+
+// Lengths first (one uint64 per rank), then the bytes: one MPI_Allgatherv
+// when they fit a message of chunk_bytes, else each rank broadcasts its piece
+// in chunks (comm_broadcast), so any total works.
+int comm_all_gather_bytes(Communicator *comm, const void *mine, size_t bytes, size_t *counts, void **all,
+                          FimiError *err) {
+  *all = NULL;
+  if (check_ready(comm, "all_gather_bytes", err) != 0) return -1;
+  if (bytes && !mine) return fimi_fail(err, "all_gather_bytes: NULL buffer");
+  int world = comm->world;
+  uint64_t *lengths = fimi_malloc((size_t)world * sizeof *lengths, err);
+  if (!lengths) return -1;
+  uint64_t own = bytes;
+  int rc = MPI_Allgather(&own, 1, MPI_UINT64_T, lengths, 1, MPI_UINT64_T, comm->mpi);
+  if (comm_check_mpi(rc, "MPI_Allgather", comm, err) != 0) {
+    free(lengths);
+    return -1;
+  }
+  size_t total = 0;
+  for (int r = 0; r < world; r++) {
+    if (lengths[r] > SIZE_MAX - total) {
+      free(lengths);
+      return fimi_fail(err, "all_gather_bytes: the ranks' lengths overflow");
+    }
+    counts[r] = (size_t)lengths[r];
+    total += counts[r];
+  }
+  free(lengths);
+  char *out = fimi_malloc(total ? total : 1, err);
+  if (!out) return -1;
+  size_t budget = comm->chunk_bytes < (size_t)INT_MAX ? comm->chunk_bytes : (size_t)INT_MAX;
+  if (total <= budget) {
+    for (int r = 0, off = 0; r < world; r++) {
+      comm->counts[r] = (int)counts[r];
+      comm->displs[r] = off;
+      off += (int)counts[r];
+    }
+    rc = MPI_Allgatherv(mine, (int)bytes, MPI_BYTE, out, comm->counts, comm->displs, MPI_BYTE, comm->mpi);
+    rc = comm_check_mpi(rc, "MPI_Allgatherv", comm, err);
+  } else {
+    rc = 0;
+    size_t at = 0;
+    for (int r = 0; rc == 0 && r < world; at += counts[r], r++) {
+      if (r == comm->rank && bytes) memcpy(out + at, mine, bytes);
+      rc = comm_broadcast(comm, out + at, counts[r], r, err);
+    }
+  }
+  if (rc != 0) {
+    free(out);
+    return fimi_fail_wrap(err, "all_gather_bytes of %zu bytes", total);
+  }
+  *all = out;
+  return 0;
+}

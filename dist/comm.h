@@ -78,6 +78,13 @@ int comm_all_reduce_f64(Communicator *comm, double *data, size_t count, CommOp o
 // bytes from rank root to all ranks.
 int comm_broadcast(Communicator *comm, void *data, size_t bytes, int root, FimiError *err);
 int comm_barrier(Communicator *comm, FimiError *err);
+// Every rank's `bytes` bytes of `mine` to every rank, lengths not known in
+// advance: counts (world entries, the caller's array) gets each rank's length
+// and *all a new buffer (free() it; never NULL on success) with the pieces
+// concatenated in rank order. Pure data movement: MPI_Allgatherv when the
+// total fits one message of chunk_bytes, else one chunked broadcast per rank.
+int comm_all_gather_bytes(Communicator *comm, const void *mine, size_t bytes, size_t *counts, void **all,
+                          FimiError *err);
 
 // "MPI_Allgather failed on rank 1 of 4: <MPI's error string>" when rc != MPI_SUCCESS.
 int comm_check_mpi(int rc, const char *call, const Communicator *comm, FimiError *err);

@@ -1,8 +1,8 @@
 // tests/mpi/mpi_comm_test.c: the communicator and rank roles under mpirun
 // (driven by tests/mpi/mpi_tests.sh at -np 1, 2, 4 and run once without
 // mpirun as an Open MPI singleton). Modes:
-//   collectives PREFIX  all_gather / reduce_scatter / all_reduce / broadcast
-//                       vs a serial float64 reference; default and tiny chunks
+//   collectives PREFIX  all_gather / reduce_scatter / all_reduce / broadcast /
+//                       all_gather_bytes vs a serial float64 reference; default and tiny chunks
 //                       give the same bits; every rank writes its results to
 //                       PREFIX.rankR so two runs can be compared bitwise.
 //   global FILE         one global gradient sum (4 micro-batches spread over
@@ -168,6 +168,32 @@ static void test_broadcast(Communicator *c, size_t bytes, int root, FILE *out) {
   free(buf);
 }
 
+// Rank r contributes (base * (r + 1)) % 5003 bytes (rank 1 none when base is
+// odd); everyone must get every rank's bytes in rank order.
+static void test_all_gather_bytes(Communicator *c, size_t base, FILE *out) {
+  FimiError err = {0};
+  int W = c->world;
+  size_t mine = c->rank == 1 && base % 2 ? 0 : base * (size_t)(c->rank + 1) % 5003;
+  unsigned char *buf = malloc(mine + 1);
+  for (size_t i = 0; i < mine; i++) buf[i] = (unsigned char)mix64(i * 31 + (size_t)c->rank);
+  size_t *counts = malloc((size_t)W * sizeof *counts);
+  void *all = NULL;
+  CHECK(comm_all_gather_bytes(c, buf, mine, counts, &all, &err) == 0 && all, "all_gather_bytes: %s", err.message);
+  size_t at = 0, bad = 0;
+  for (int r = 0; all && r < W; r++) {
+    size_t want = r == 1 && base % 2 ? 0 : base * (size_t)(r + 1) % 5003;
+    CHECK(counts[r] == want, "all_gather_bytes: rank %d's count %zu, want %zu", r, counts[r], want);
+    for (size_t i = 0; i < want && counts[r] == want; i++)
+      bad += ((unsigned char *)all)[at + i] != (unsigned char)mix64(i * 31 + (size_t)r);
+    at += counts[r];
+  }
+  CHECK(bad == 0, "all_gather_bytes (base %zu): %zu wrong bytes", base, bad);
+  if (all) dump(out, all, at);
+  free(all);
+  free(counts);
+  free(buf);
+}
+
 static void run_collectives(Communicator *c, FILE *out, int small_only) {
   static const size_t shards[] = {0, 1, 7, 1000, 65536};
   static const size_t counts[] = {0, 1, 3, 1001, 262147};
@@ -179,6 +205,7 @@ static void run_collectives(Communicator *c, FILE *out, int small_only) {
     for (int o = 0; o < 3; o++) test_all_reduce_f32(c, counts[k], ops[o], out);
     for (int o = 0; o < 3; o++) test_all_reduce_f64(c, counts[k], ops[o], out);
     for (int root = 0; root < c->world; root++) test_broadcast(c, counts[k] * 3, root, out);
+    test_all_gather_bytes(c, counts[k] % 5003 + (size_t)k, out);
   }
   FimiError err = {0};
   CHECK(comm_barrier(c, &err) == 0, "barrier: %s", err.message);
@@ -468,6 +495,11 @@ static int mode_errors(Communicator *c) {
   CHECK(comm_all_gather_f32(c, &x, SIZE_MAX / 2, &x, &err) == -1 && strstr(err.message, "overflow"), "%s",
         err.message);
   CHECK(comm_all_reduce_f64(c, NULL, 3, COMM_SUM, &err) == -1 && strstr(err.message, "NULL"), "%s", err.message);
+  size_t counts[64];
+  void *all = &x;
+  CHECK(c->world > 64 || (comm_all_gather_bytes(c, NULL, 3, counts, &all, &err) == -1 && !all &&
+                          strstr(err.message, "NULL")),
+        "all_gather_bytes of NULL: %s", err.message);
   // A real MPI error (negative count) is returned, not fatal, and named.
   int rc = MPI_Bcast(&x, -1, MPI_FLOAT, 0, c->mpi);
   CHECK(rc != MPI_SUCCESS, "MPI_Bcast with count -1 succeeded");
