@@ -136,6 +136,7 @@ typedef struct Engine {
   int prefix_len;
   RolloutTimes *times;
   uint64_t seed;
+  int first;           // stream index of jobs[0] (rollout_run_part)
 } Engine;
 
 static int grow_logp(Slot *s, size_t need, FimiError *err) {
@@ -288,7 +289,7 @@ static int fill_slots(Engine *e, int n_jobs, int *next, FimiError *err) {
     s->turn_len = 0;
     s->malformed_in_row = 0;
     s->ending = 0;
-    rng_seed(&s->rng, e->seed ^ ((uint64_t)(j + 1) * 0x9E3779B97F4A7C15ULL));
+    rng_seed(&s->rng, e->seed ^ ((uint64_t)(e->first + j + 1) * 0x9E3779B97F4A7C15ULL));
     const Task *task = &e->env->tasks->tasks[job->task];
     rc = build_prompt(e, s, task, rep[i].text, err);
     r->prompt_len = (int)s->chat.ids.len;
@@ -561,12 +562,14 @@ static int engine_init(Engine *e, FimiError *err) {
   return 0;
 }
 
-int rollout_run(const RolloutConfig *c, RolloutPolicy *policy, EnvClient *env, const Tokenizer *tok,
-                const RolloutJob *jobs, int n, uint64_t seed, Rollout *out, RolloutTimes *times, FimiError *err) {
+int rollout_run_part(const RolloutConfig *c, RolloutPolicy *policy, EnvClient *env, const Tokenizer *tok,
+                     const RolloutJob *jobs, int n, int first, uint64_t seed, Rollout *out, RolloutTimes *times,
+                     FimiError *err) {
   if (rollout_config_validate(c, err) != 0) return -1;
+  if (first < 0 || n < 0) return fimi_fail(err, "rollout part: first %d, count %d", first, n);
   RolloutTimes local = {0};
   Engine e = {.c = c, .policy = policy, .env = env, .tok = tok, .jobs = jobs, .out = out,
-              .times = times ? times : &local, .seed = seed};
+              .times = times ? times : &local, .seed = seed, .first = first};
   for (int j = 0; j < n; j++)
     if (jobs[j].task < 0 || jobs[j].task >= env->tasks->count)
       return fimi_fail(err, "rollout job %d: task index %d outside the %d tasks", j, jobs[j].task, env->tasks->count);
@@ -589,4 +592,86 @@ int rollout_run(const RolloutConfig *c, RolloutPolicy *policy, EnvClient *env, c
   free(tokens);
   engine_free(&e);
   return rc == 0 ? 0 : fimi_fail_wrap(err, "rollouts");
+}
+
+int rollout_run(const RolloutConfig *c, RolloutPolicy *policy, EnvClient *env, const Tokenizer *tok,
+                const RolloutJob *jobs, int n, uint64_t seed, Rollout *out, RolloutTimes *times, FimiError *err) {
+  return rollout_run_part(c, policy, env, tok, jobs, n, 0, seed, out, times, err);
+}
+
+// ---- the packed form ----------------------------------------------------------------------
+// Header (the fixed-size fields), RewardBreakdown as raw struct bytes, the
+// error text, then ids, mask and logp of len tokens each.
+
+typedef struct PackedHeader {
+  int32_t task, group, len, prompt_len, end, turns, tool_calls, tool_errors, malformed, sampled;
+  uint64_t env_seed;
+  uint32_t error_len, pad;
+} PackedHeader;
+
+static size_t packed_body(int len) { return (size_t)len * (sizeof(int32_t) + 1 + sizeof(float)); }
+
+size_t rollout_packed_size(const Rollout *r) {
+  return sizeof(PackedHeader) + sizeof(RewardBreakdown) + strlen(r->error) + packed_body(r->len);
+}
+
+static uint8_t *put(uint8_t *at, const void *data, size_t n) {
+  if (n) memcpy(at, data, n);
+  return at + n;
+}
+
+void rollout_pack(const Rollout *r, uint8_t *out) {
+  PackedHeader h = {r->task, r->group, r->len, r->prompt_len, (int32_t)r->end, r->turns, r->tool_calls,
+                    r->tool_errors, r->malformed, r->sampled, r->env_seed, (uint32_t)strlen(r->error), 0};
+  out = put(out, &h, sizeof h);
+  out = put(out, &r->reward, sizeof r->reward);
+  out = put(out, r->error, h.error_len);
+  out = put(out, r->ids, (size_t)r->len * sizeof *r->ids);
+  out = put(out, r->mask, (size_t)r->len);
+  put(out, r->logp, (size_t)r->len * sizeof *r->logp);
+}
+
+int rollout_unpack(const uint8_t *in, size_t size, Rollout *r, size_t *used, FimiError *err) {
+  PackedHeader h;
+  size_t fixed = sizeof h + sizeof r->reward;
+  if (size < fixed) return fimi_fail(err, "packed rollout: %zu bytes, the header alone is %zu", size, fixed);
+  memcpy(&h, in, sizeof h);
+  if (h.len < 0 || h.end < 0 || h.end >= ROLLOUT_END_COUNT || h.error_len >= sizeof r->error)
+    return fimi_fail(err, "packed rollout: bad header (len %d, end %d, error of %u bytes)", h.len, h.end,
+                     h.error_len);
+  size_t need = fixed + h.error_len + packed_body(h.len);
+  if (size < need) return fimi_fail(err, "packed rollout: %zu bytes, its %d tokens need %zu", size, h.len, need);
+  memset(r, 0, sizeof *r);
+  size_t n = (size_t)h.len;
+  r->ids = malloc(n ? n * sizeof *r->ids : 1);
+  r->mask = malloc(n ? n : 1);
+  r->logp = malloc(n ? n * sizeof *r->logp : 1);
+  if (!r->ids || !r->mask || !r->logp) {
+    rollout_free(r);
+    return fimi_fail(err, "packed rollout: out of memory for %d tokens", h.len);
+  }
+  const uint8_t *at = in + sizeof h;
+  memcpy(&r->reward, at, sizeof r->reward);
+  at += sizeof r->reward;
+  memcpy(r->error, at, h.error_len);
+  r->error[h.error_len] = 0;
+  at += h.error_len;
+  memcpy(r->ids, at, n * sizeof *r->ids);
+  at += n * sizeof *r->ids;
+  memcpy(r->mask, at, n);
+  at += n;
+  memcpy(r->logp, at, n * sizeof *r->logp);
+  r->task = h.task;
+  r->group = h.group;
+  r->env_seed = h.env_seed;
+  r->len = r->cap = h.len;
+  r->prompt_len = h.prompt_len;
+  r->end = (RolloutEnd)h.end;
+  r->turns = h.turns;
+  r->tool_calls = h.tool_calls;
+  r->tool_errors = h.tool_errors;
+  r->malformed = h.malformed;
+  r->sampled = h.sampled;
+  *used = need;
+  return 0;
 }

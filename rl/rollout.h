@@ -132,5 +132,19 @@ typedef struct RolloutTimes {
 // (added to, not cleared).
 int rollout_run(const RolloutConfig *c, RolloutPolicy *policy, EnvClient *env, const Tokenizer *tok,
                 const RolloutJob *jobs, int n, uint64_t seed, Rollout *out, RolloutTimes *times, FimiError *err);
+// rollout_run for rollouts first .. first + n - 1 of a larger call: job j
+// here samples from the stream of rollout first + j, so the parts of a call
+// split across train ranks give exactly its rollouts (rollout_run is first 0).
+int rollout_run_part(const RolloutConfig *c, RolloutPolicy *policy, EnvClient *env, const Tokenizer *tok,
+                     const RolloutJob *jobs, int n, int first, uint64_t seed, Rollout *out, RolloutTimes *times,
+                     FimiError *err);
+
+// A finished rollout as bytes (native byte order: the ranks run one binary),
+// for the exchange between train ranks: every field, ids, mask, logp and the
+// error text. rollout_unpack reads one from in[0..size) into r (zeroed or
+// freed), sets *used, and fails on a truncated or inconsistent record.
+size_t rollout_packed_size(const Rollout *r);
+void rollout_pack(const Rollout *r, uint8_t *out);  // writes rollout_packed_size(r) bytes
+int rollout_unpack(const uint8_t *in, size_t size, Rollout *r, size_t *used, FimiError *err);
 
 #endif
