@@ -533,11 +533,13 @@ static const TrainStateOps sharded_ops = {sharded_zero_grad, sharded_clip_step, 
 // DPO through DpoModelOps.
 static int sharded_objective(TrainSetup *t, GemmaModel *model, Sharded *s, TrainObjective *obj, FimiError *err) {
   if (t->is_grpo) {
-    // Every train rank plays the step's rollouts on the gathered weights
-    // (the same on every rank); the update runs in ZeRO-3 units.
+    // Every train rank plays its share of the step's rollouts on the
+    // gathered weights and the ranks exchange them (all then hold the same
+    // set); the update runs in ZeRO-3 units.
     if (!(s->grpo = fimi_calloc(1, sizeof *s->grpo, err))) return -1;
     if (grpo_run_init(s->grpo, &t->grpo, model, t->init_dir, t->tokenizer_path, t->roles, t->world, obj, &t->loop,
-                      err) != 0)
+                      err) != 0 ||
+        grpo_objective_set_rollout_comm(&s->grpo->objective, s->comm, err) != 0)
       return -1;
     s->grpo->ops = (GrpoModelOps){sharded_forward, sharded_backward, sharded_all_reduce_sum, s, s->comm->rank,
                                   s->comm->world, (int)s->unit_size};

@@ -88,9 +88,15 @@ void grpo_setup_print(const GrpoSetup *s, const GemmaConfig *model, const char *
   double kv = 2.0 * cfg.num_hidden_layers * (r->slots + 1) * (double)r->context * cfg.num_key_value_heads *
               cfg.head_dim * 4;
   double params = (double)gemma_config_param_count(&cfg);
+  // Every train rank ends a step holding all B x G rollouts (its own and
+  // the others', exchanged): ids, mask and log-probs, 9 bytes a token.
+  double held = (double)g->tasks_per_step * g->group_size * r->context * 9;
   printf("  rollout memory per train rank (CPU, fp32): weights %.1f MiB (the gathered full model; %.1f MiB in "
          "bf16), KV cache %.1f MiB (%d slots + 1 shared prompt x %d tokens)\n",
          params * 4 / 1048576.0, params * 2 / 1048576.0, kv / 1048576.0, r->slots, r->context);
+  printf("  rollout split: with several train ranks each plays its share (whole groups), then they exchange "
+         "them: every rank holds all %d, at most %.1f MiB (%d tokens each; twice that during the exchange)\n",
+         g->tasks_per_step * g->group_size, held / 1048576.0, r->context);
 }
 
 // ---- the run ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // rl/grpo.c: the GRPO objective (rl/grpo.h): the step's rollouts and
-// advantages (begin_step), the loss on micro-batches of rollouts
-// (train_batch), validation, metrics and the resumable task order.
+// advantages (begin_step; split across train ranks and exchanged), the loss
+// on micro-batches of rollouts (train_batch), validation, metrics and the
+// resumable task order.
 #include "rl/grpo.h"
 
 #include <math.h>
@@ -103,18 +104,124 @@ static void finish_stats(GrpoStepStats *st, const double *rewards) {
   st->reward_std = sqrt(var / n);
 }
 
+// ---- splitting a call's rollouts across train ranks ---------------------------------------
+
+void grpo_rollout_share(int n, int group, int rank, int world, int *first, int *count) {
+  int unit = group >= 1 && world >= 1 && n / group >= world ? group : 1;
+  int64_t units = (n + unit - 1) / unit;
+  int64_t u0 = units * rank / world, u1 = units * (rank + 1) / world;
+  int64_t a = u0 * unit, b = u1 * unit < n ? u1 * unit : n;
+  *first = (int)a;
+  *count = (int)(b - a);
+}
+
+#define SHARE_MAGIC 0x47525853u  // "GRXS"
+
+// What a rank's piece of the exchange starts with.
+typedef struct ShareHeader {
+  uint32_t magic;
+  int32_t ok, first, count;
+  GrpoRankWork work;
+} ShareHeader;
+
+// This rank's piece: the header, then its rollouts packed (none when !ok).
+static uint8_t *pack_share(const Rollout *out, int first, int count, int ok, const GrpoRankWork *mine, size_t *bytes,
+                           FimiError *err) {
+  ShareHeader h = {SHARE_MAGIC, ok != 0, first, ok ? count : 0, *mine};
+  size_t size = sizeof h;
+  for (int j = 0; j < h.count; j++) size += rollout_packed_size(&out[first + j]);
+  uint8_t *buf = fimi_malloc(size, err);
+  if (!buf) return NULL;
+  memcpy(buf, &h, sizeof h);
+  size_t at = sizeof h;
+  for (int j = 0; j < h.count; j++) {
+    rollout_pack(&out[first + j], buf + at);
+    at += rollout_packed_size(&out[first + j]);
+  }
+  *bytes = size;
+  return buf;
+}
+
+// Rank q's piece into out (its rollouts) and *work; checks that q played
+// the share this rank expects of it.
+static int unpack_share(const uint8_t *piece, size_t size, int q, int expect_first, int expect_count, int own,
+                        Rollout *out, GrpoRankWork *work, FimiError *err) {
+  ShareHeader h;
+  if (size < sizeof h) return fimi_fail(err, "train rank %d sent %zu bytes of rollouts", q, size);
+  memcpy(&h, piece, sizeof h);
+  if (h.magic != SHARE_MAGIC) return fimi_fail(err, "train rank %d sent a malformed rollout exchange", q);
+  if (!h.ok) return fimi_fail(err, "train rank %d failed its rollouts (its message is in its log)", q);
+  if (h.first != expect_first || h.count != expect_count)
+    return fimi_fail(err, "train rank %d played rollouts %d..%d, expected %d..%d (do the ranks share one config?)", q,
+                     h.first, h.first + h.count - 1, expect_first, expect_first + expect_count - 1);
+  *work = h.work;
+  size_t at = sizeof h;
+  for (int j = 0; !own && j < h.count; j++) {
+    Rollout *r = &out[h.first + j];
+    size_t used = 0;
+    rollout_free(r);
+    if (rollout_unpack(piece + at, size - at, r, &used, err) != 0)
+      return fimi_fail_wrap(err, "rollout %d from train rank %d", h.first + j, q);
+    at += used;
+  }
+  if (!own && at != size) return fimi_fail(err, "train rank %d sent %zu bytes after its rollouts", q, size - at);
+  return 0;
+}
+
+int grpo_rollouts_all_gather(Communicator *comm, Rollout *out, int n, int group, int ok, const GrpoRankWork *mine,
+                             GrpoRankWork *all, FimiError *err) {
+  int first = 0, count = 0, world = comm->world;
+  grpo_rollout_share(n, group, comm->rank, world, &first, &count);
+  size_t bytes = 0, *counts = fimi_malloc((size_t)world * sizeof *counts, err);
+  uint8_t *piece = counts ? pack_share(out, first, count, ok, mine, &bytes, err) : NULL;
+  void *gathered = NULL;
+  // A rank that failed still takes part, so the others learn it instead of
+  // waiting for it.
+  int rc = piece ? comm_all_gather_bytes(comm, piece, bytes, counts, &gathered, err) : -1;
+  size_t at = 0;
+  for (int q = 0; rc == 0 && q < world; at += counts[q], q++) {
+    int qf = 0, qc = 0;
+    grpo_rollout_share(n, group, q, world, &qf, &qc);
+    rc = unpack_share((const uint8_t *)gathered + at, counts[q], q, qf, qc, q == comm->rank, out, &all[q], err);
+  }
+  free(gathered);
+  free(piece);
+  free(counts);
+  return rc == 0 ? 0 : fimi_fail_wrap(err, "rollout exchange between %d train ranks", world);
+}
+
 // ---- rollouts ---------------------------------------------------------------------------
 
-// Plays jobs with the current weights; rewards[i] of rollout i.
+// Plays this rank's share of jobs (all of them without a split) with the
+// current weights into out, then exchanges the rest: out[0..n) and
+// rewards[i] of rollout i on every rank; work[r] what train rank r played.
 static int play(GrpoObjective *g, TrainState *s, EnvClient *env, const RolloutConfig *rc, const RolloutJob *jobs,
-                int n, uint64_t seed, Rollout *out, double *rewards, GrpoStepStats *st, FimiError *err) {
-  RolloutPolicy policy;
-  if (g->access.make_policy(g->access.ctx, s, rc->slots + (rc->share_prefix ? 1 : 0), rc->context, &policy, err) != 0)
-    return fimi_fail_wrap(err, "rollout policy");
+                int n, int group, uint64_t seed, Rollout *out, double *rewards, GrpoStepStats *st,
+                GrpoRankWork *work, FimiError *err) {
+  int split = g->comm && g->comm->world > 1;
+  int rank = split ? g->comm->rank : 0, world = split ? g->comm->world : 1, first = 0, count = 0;
+  grpo_rollout_share(n, group, rank, world, &first, &count);
   double t0 = monotonic_seconds();
-  int r = rollout_run(rc, &policy, env, g->tok, jobs, n, seed, out, &st->times, err);
+  RolloutTimes before = st->times;
+  RolloutPolicy policy;
+  int r = g->access.make_policy(g->access.ctx, s, rc->slots + (rc->share_prefix ? 1 : 0), rc->context, &policy, err);
+  if (r != 0) {
+    fimi_fail_wrap(err, "rollout policy");
+  } else {
+    r = rollout_run_part(rc, &policy, env, g->tok, jobs + first, count, first, seed, out + first, &st->times, err);
+    g->access.free_policy(g->access.ctx, &policy);
+  }
+  GrpoRankWork mine = {count, st->times.prefill_tokens - before.prefill_tokens,
+                       st->times.decode_tokens - before.decode_tokens};
+  if (split) {
+    double t1 = monotonic_seconds();
+    FimiError ignored = {0};  // a failed rank keeps its own message
+    if (grpo_rollouts_all_gather(g->comm, out, n, group, r == 0, &mine, work, r == 0 ? err : &ignored) != 0) r = -1;
+    st->exchange_seconds += monotonic_seconds() - t1;
+  } else {
+    work[0] = mine;
+  }
   st->rollout_seconds += monotonic_seconds() - t0;
-  g->access.free_policy(g->access.ctx, &policy);
   if (r != 0) return -1;
   for (int i = 0; i < n; i++) {
     rewards[i] = reward_of(&g->config, &out[i]);
@@ -143,7 +250,8 @@ static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
     // A reuse step: its loss sums start again, and it spent no time on rollouts.
     memset(&g->last.loss, 0, sizeof g->last.loss);
     memset(&g->last.times, 0, sizeof g->last.times);
-    g->last.rollout_seconds = g->last.update_seconds = 0;
+    memset(g->work, 0, (size_t)g->work_ranks * sizeof *g->work);
+    g->last.rollout_seconds = g->last.update_seconds = g->last.exchange_seconds = 0;
     return 0;
   }
   if ((step - 1) % c->updates_per_batch != 0)
@@ -161,8 +269,8 @@ static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
   for (int b = 0; rc == 0 && b < B; b++)
     for (int i = 0; i < G; i++)
       jobs[b * G + i] = (RolloutJob){(int)idx[b], b, mix(mix(c->seed, (uint64_t)step), (uint64_t)b)};
-  if (rc == 0) rc = play(g, s, g->env, &c->rollout, jobs, n, mix(c->seed ^ 0x5eedULL, (uint64_t)step), g->rollouts,
-                         rewards, &g->last, err);
+  if (rc == 0) rc = play(g, s, g->env, &c->rollout, jobs, n, G, mix(c->seed ^ 0x5eedULL, (uint64_t)step),
+                         g->rollouts, rewards, &g->last, g->work, err);
   if (rc == 0)
     rc = grpo_advantages(rewards, B, G, c->scale_by_std, c->adv_eps, c->pass_threshold, g->adv, &g->last.groups, err);
   if (rc == 0) {
@@ -317,7 +425,8 @@ int grpo_validate(GrpoObjective *g, TrainState *s, double *score, GrpoStepStats 
   int r = rewards ? 0 : -1;
   for (int i = 0; r == 0 && i < n; i++) jobs[i] = (RolloutJob){i, i, mix(g->config.seed ^ 0x7a1ULL, (uint64_t)i)};
   GrpoStepStats st = {0};
-  if (r == 0) r = play(g, s, g->val_env, &rc, jobs, n, mix(g->config.seed, 0x7a1ULL), out, rewards, &st, err);
+  if (r == 0) r = play(g, s, g->val_env, &rc, jobs, n, 1, mix(g->config.seed, 0x7a1ULL), out, rewards, &st,
+                       g->val_work, err);
   if (r == 0) {
     *score = st.reward_mean;
     if (stats) *stats = st;
@@ -371,9 +480,25 @@ static void add_stats(cJSON *o, const char *prefix, const GrpoStepStats *st) {
 #undef ADD
 }
 
+// Per train rank: rollouts played and the engine's prefill and decode tokens.
+static int add_work(cJSON *o, const char *prefix, const GrpoRankWork *work, int ranks) {
+  const char *names[] = {"rank_rollouts", "rank_prefill_tokens", "rank_decode_tokens"};
+  for (int f = 0; f < 3; f++) {
+    char key[64];
+    snprintf(key, sizeof key, "%s%s", prefix, names[f]);
+    cJSON *a = cJSON_AddArrayToObject(o, key);
+    if (!a) return 0;
+    for (int r = 0; r < ranks; r++) {
+      int64_t v = f == 0 ? work[r].rollouts : f == 1 ? work[r].prefill_tokens : work[r].decode_tokens;
+      cJSON *x = cJSON_CreateNumber((double)v);
+      if (!x || !cJSON_AddItemToArray(a, x)) return 0;
+    }
+  }
+  return 1;
+}
+
 static int step_metrics(void *ctx, int64_t step, cJSON *line, FimiError *err) {
   GrpoObjective *g = ctx;
-  (void)err;
   const GrpoStepStats *st = &g->last;
   add_stats(line, "", st);
   int groups = st->groups.groups > 0 ? st->groups.groups : 1;
@@ -395,9 +520,14 @@ static int step_metrics(void *ctx, int64_t step, cJSON *line, FimiError *err) {
   cJSON_AddNumberToObject(line, "time_update", st->update_seconds);
   double gen = st->gen_tokens * st->rollouts;
   cJSON_AddNumberToObject(line, "gen_tokens_per_s", st->rollout_seconds > 0 ? gen / st->rollout_seconds : 0);
-  if (!isnan(g->last_val)) add_stats(line, "val_", &g->last_val_stats);
+  cJSON_AddNumberToObject(line, "time_exchange", st->exchange_seconds);
+  int ok = add_work(line, "", g->work, g->work_ranks);
+  if (!isnan(g->last_val)) {
+    add_stats(line, "val_", &g->last_val_stats);
+    ok = ok && add_work(line, "val_", g->val_work, g->work_ranks);
+  }
   g->last_val = NAN;
-  return 0;
+  return ok ? 0 : fimi_fail(err, "out of memory writing metrics");
 }
 
 static void progress_note(void *ctx, char *buf, size_t size) {
@@ -464,7 +594,7 @@ int grpo_objective_init(GrpoObjective *g, const GrpoConfig *config, const GemmaC
   if (dataset_loader_init(&g->task_loader, tasks->count, config->seed, 0, 1, 1, err) != 0) return -1;
   g->rollouts = fimi_calloc((size_t)n, sizeof *g->rollouts, err);
   g->adv = g->rollouts ? fimi_calloc((size_t)n, sizeof *g->adv, err) : NULL;
-  if (!g->adv) return -1;
+  if (!g->adv || grpo_objective_set_rollout_comm(g, NULL, err) != 0) return -1;
   g->rows.kind = DATASET_SFT;
   g->rows.rows = n;
   *obj = (TrainObjective){.name = "grpo", .ctx = g, .train_batch = train_batch, .eval_batch = NULL};
@@ -483,6 +613,23 @@ int grpo_objective_init(GrpoObjective *g, const GrpoConfig *config, const GemmaC
 
 void grpo_objective_set_model_ops(GrpoObjective *g, const GrpoModelOps *ops) { g->ops = ops; }
 
+int grpo_objective_set_rollout_comm(GrpoObjective *g, Communicator *comm, FimiError *err) {
+  int ranks = comm && comm->world > 1 ? comm->world : 1;
+  GrpoRankWork *work = fimi_calloc((size_t)ranks, sizeof *work, err);
+  GrpoRankWork *val_work = work ? fimi_calloc((size_t)ranks, sizeof *val_work, err) : NULL;
+  if (!val_work) {
+    free(work);
+    return -1;
+  }
+  free(g->work);
+  free(g->val_work);
+  g->comm = comm;
+  g->work = work;
+  g->val_work = val_work;
+  g->work_ranks = ranks;
+  return 0;
+}
+
 void grpo_objective_free(GrpoObjective *g) {
   int n = g->config.tasks_per_step * g->config.group_size;
   free_rollouts(g->rollouts, n);
@@ -496,6 +643,8 @@ void grpo_objective_free(GrpoObjective *g) {
   free(g->logp);
   free(g->dlogp);
   free(g->row_adv);
+  free(g->work);
+  free(g->val_work);
   dataset_loader_free(&g->task_loader);
   memset(g, 0, sizeof *g);
 }

@@ -14,6 +14,13 @@
 // train.micro_batch * train.grad_accum must equal B * G. updates_per_batch
 // = K reuses one batch of rollouts for K optimizer steps (the ratio against
 // the sampling-time log-probs is then no longer 1 after the first).
+//
+// Across train ranks (grpo_objective_set_rollout_comm), each rank plays its
+// share of a call's rollouts (grpo_rollout_share: whole groups in contiguous
+// blocks) and the finished rollouts are exchanged
+// (grpo_rollouts_all_gather), so every rank then holds the whole set,
+// bitwise what one rank playing all of them gets (rollout j samples from
+// stream j wherever it is played, rl/rollout.h).
 #ifndef FIMI_RL_GRPO_H
 #define FIMI_RL_GRPO_H
 
@@ -21,6 +28,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "dist/comm.h"
 #include "rl/env_client.h"
 #include "rl/grpo_loss.h"
 #include "rl/rollout.h"
@@ -51,6 +59,28 @@ void grpo_config_default(GrpoConfig *c);
 int grpo_config_validate(const GrpoConfig *c, FimiError *err);
 int grpo_reward_kind_parse(const char *name, GrpoRewardKind *out, FimiError *err);
 
+// What one train rank did in a call's rollouts (metrics rank_*: one entry
+// per train rank, measured by the rank that played them).
+typedef struct GrpoRankWork {
+  int64_t rollouts;                       // rollouts it played
+  int64_t prefill_tokens, decode_tokens;  // its engine's work (RolloutTimes)
+} GrpoRankWork;
+
+// The rollouts [*first, *first + *count) of a call of n that train rank
+// `rank` of `world` plays: whole groups of `group` rollouts in contiguous
+// blocks when there are at least `world` groups (a group's prompt is then
+// prefilled once), else single rollouts in contiguous blocks; block sizes
+// differ by at most one unit.
+void grpo_rollout_share(int n, int group, int rank, int world, int *first, int *count);
+
+// Collective over the train ranks: this rank played out[first .. first +
+// count) of grpo_rollout_share(n, group, ...) (ok = 0: it failed, and then
+// every rank fails), with `mine` its work; afterwards every rank holds all n
+// rollouts (its own untouched, the others' unpacked into out, which must be
+// zeroed or freed there) and all[r] each rank's work (world entries).
+int grpo_rollouts_all_gather(Communicator *comm, Rollout *out, int n, int group, int ok, const GrpoRankWork *mine,
+                             GrpoRankWork *all, FimiError *err);
+
 // What one step measured (metrics.jsonl; docs/grpo.md lists the fields).
 typedef struct GrpoStepStats {
   int rollouts, failed;
@@ -60,8 +90,9 @@ typedef struct GrpoStepStats {
   GrpoLossStats loss;        // summed over the step's micro-batches
   double gen_tokens, turns, tool_calls, tool_errors, malformed;  // means per episode
   int ends[ROLLOUT_END_COUNT];
-  RolloutTimes times;
+  RolloutTimes times;         // this rank's own rollouts
   double update_seconds, rollout_seconds;
+  double exchange_seconds;     // in grpo_rollouts_all_gather (waiting for the other ranks included)
 } GrpoStepStats;
 
 // How the objective runs the policy model for rollouts and the reference for
@@ -114,6 +145,10 @@ typedef struct GrpoObjective {
   double best_val;            // the best validation score of this invocation (NAN: none)
   GrpoStepStats last_val_stats;
   Dataset rows;               // a dataset of B * G empty rows: the loop's micro-batch indices
+  Communicator *comm;         // the train ranks that split the rollouts (NULL: this rank plays all)
+  GrpoRankWork *work;         // (train ranks) the last step's rollouts, per rank
+  GrpoRankWork *val_work;     // (train ranks) the last validation's
+  int work_ranks;             // entries of work and val_work
 } GrpoObjective;
 
 // Sets up the objective and fills obj (train_batch) and the hooks of loop
@@ -126,6 +161,10 @@ int grpo_objective_init(GrpoObjective *g, const GrpoConfig *config, const GemmaC
 void grpo_objective_free(GrpoObjective *g);
 // Runs the training-side model through ops (borrowed) from now on.
 void grpo_objective_set_model_ops(GrpoObjective *g, const GrpoModelOps *ops);
+// Splits every call's rollouts (training and validation) across the ranks
+// of comm (borrowed; the train ranks, each running this objective in step);
+// world 1 or NULL: this rank plays all.
+int grpo_objective_set_rollout_comm(GrpoObjective *g, Communicator *comm, FimiError *err);
 // The validation score of the current weights (what the loop's validate
 // hook runs): mean reward over the validation tasks; stats may be NULL.
 int grpo_validate(GrpoObjective *g, TrainState *s, double *score, GrpoStepStats *stats, FimiError *err);

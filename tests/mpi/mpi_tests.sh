@@ -12,6 +12,8 @@
 #   zero3-memory  peak memory per rank at world 1, 2, 4 vs the formula.
 # Usage: mpi_tests.sh PATH/TO/env_mpi_test env NP ENV_RANKS
 #   env           episodes on ENV_RANKS env ranks equal the in-process ones.
+# Usage: mpi_tests.sh PATH/TO/rollout_exchange_test exchange
+#   exchange      GRPO's rollout split and exchange at world 1, 2, 3, 4.
 # Open MPI refuses root and more ranks than cores unless told: CI is both.
 set -uo pipefail
 BIN="$1"
@@ -58,6 +60,9 @@ case "$MODE" in
     ;;
   env)
     run "$3" play "$4"
+    ;;
+  exchange)
+    for np in 1 2 3 4; do run "$np"; done
     ;;
   zero3-memory)
     for np in 1 2 4; do run "$np" memory "$3" 2; done
