@@ -113,12 +113,22 @@ static int confirm_allowed(UserSim *sim, const char *m, const char *const *value
   return 0;
 }
 
+// The customer's agreement to a confirmation question, by style (file
+// scope: user_sim_is_agreement reads the same phrasings).
+static const char *const yes[TASK_STYLE_COUNT][2] = {
+    {"Yes, I confirm. Please go ahead.", "Yes, that's fine, please proceed."},
+    {"Haan ji, I confirm, aap proceed kijiye.", "Theek hai, confirm hai, kar dijiye."},
+    {"yes confirm. go ahead", "ok yes proceed"},
+};
+
+int user_sim_is_agreement(const char *reply) {
+  for (int s = 0; reply && s < TASK_STYLE_COUNT; s++)
+    for (int k = 0; k < 2; k++)
+      if (strcmp(reply, yes[s][k]) == 0) return 1;
+  return 0;
+}
+
 static void answer_confirmation(UserSim *sim, const char *m, const char *const *values, UserSimReply *out) {
-  static const char *const yes[TASK_STYLE_COUNT][2] = {
-      {"Yes, I confirm. Please go ahead.", "Yes, that's fine, please proceed."},
-      {"Haan ji, I confirm, aap proceed kijiye.", "Theek hai, confirm hai, kar dijiye."},
-      {"yes confirm. go ahead", "ok yes proceed"},
-  };
   static const char *const no[TASK_STYLE_COUNT][2] = {
       {"No, I do not agree to that.", "No, please don't do that."},
       {"Nahi ji, mujhe yeh nahi chahiye.", "Nahi, rehne dijiye."},

@@ -49,5 +49,9 @@ int user_sim_asks_for(const Task *task, int index, const char *message);
 int user_sim_asks_confirmation(const char *message);
 // 1 when the message hands the customer to a human.
 int user_sim_is_handoff(const char *message);
+// 1 when a customer reply is the simulator's agreement to a confirmation
+// question (one of its "yes" phrasings): how a reader of a finished
+// trajectory tells consent from refusal.
+int user_sim_is_agreement(const char *reply);
 
 #endif
