@@ -69,6 +69,8 @@ int cmd_env_transcripts(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 // `fimi eval` (cmd/cmd_eval.c).
 int cmd_eval(int argc, char **argv);
+// `fimi eval bench` (cmd/cmd_eval_bench.c).
+int cmd_eval_bench(int argc, char **argv);
 // `fimi train` (cmd/cmd_train.c).
 int cmd_train(int argc, char **argv);
 // `fimi report` (cmd/cmd_report.c).

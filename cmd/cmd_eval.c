@@ -292,5 +292,6 @@ int cmd_eval(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "compare")) return cmd_eval_compare(argc - 1, argv + 1);
   if (!strcmp(argv[1], "ladder")) return cmd_eval_ladder(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "bench")) return cmd_eval_bench(argc - 1, argv + 1);
   return cmd_eval_run(argc, argv);
 }
