@@ -2,8 +2,8 @@
 // fictional bank): `tools` prints the tool catalog; `sample` generates tasks
 // from the registered families (docs/tasks.md); `replay` prints a task's gold
 // chain and its tool outputs; `play` lets a person play the agent in the
-// terminal (or a script through a pipe) and prints the reward; `eval` runs a
-// scripted agent (oracle, do_nothing, random) over a task file.
+// terminal (or a script through a pipe) and prints the reward. Scripted
+// agents over a task file are `fimi eval --agent` (cmd/cmd_eval.c).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,6 @@ static void usage_to(FILE *out) {
           "       fimi env sample --family F|all --n N [--seed S] [--image-seed K] [--out FILE] [--list]\n"
           "       fimi env replay --task-file F --task ID\n"
           "       fimi env play --task-file F --task ID [--seed S]\n"
-          "       fimi env eval --task-file F --agent oracle|do_nothing|random [--seed S]\n"
           "       fimi env transcripts --task-file F --out FILE [--catalog all|area|family] [--seed S] [--family PATTERN]\n"
           "  tools         list the bank's tools (name, area, read/write, charged, auth)\n"
           "    --markdown  print docs/tools.md;  --json  the tool schemas as a JSON array\n"
@@ -29,7 +28,6 @@ static void usage_to(FILE *out) {
           "  replay        print a task's gold chain with each tool's output and the values to communicate\n"
           "  play          be the agent: each input line is one turn (a message, or\n"
           "                <tool_call>{\"name\":..,\"arguments\":{..}}</tool_call>); prints the reward at the end\n"
-          "  eval          run a scripted agent on every task of a file; prints per-task and mean rewards\n"
           "  transcripts   oracle conversations as SFT rows (messages with tool turns); --help for more\n");
 }
 
@@ -79,7 +77,7 @@ static int cmd_env_tools(int argc, char **argv) {
 // ---- shared option parsing ---------------------------------------------------
 
 typedef struct EnvArgs {
-  const char *family, *out, *task_file, *task_id, *agent;
+  const char *family, *out, *task_file, *task_id;
   long n, seed, image_seed;
   int list;
 } EnvArgs;
@@ -98,7 +96,7 @@ static int parse_env_args(const char *cmd, int argc, char **argv, EnvArgs *a) {
     }
     const char *flag = argv[i];
     if (strcmp(flag, "--family") && strcmp(flag, "--out") && strcmp(flag, "--task-file") && strcmp(flag, "--task") &&
-        strcmp(flag, "--agent") && strcmp(flag, "--n") && strcmp(flag, "--seed") && strcmp(flag, "--image-seed")) {
+        strcmp(flag, "--n") && strcmp(flag, "--seed") && strcmp(flag, "--image-seed")) {
       fprintf(stderr, "fimi env %s: unknown option \"%s\" (see fimi env %s --help)\n", cmd, flag, cmd);
       return CLI_EXIT_USAGE;
     }
@@ -107,7 +105,6 @@ static int parse_env_args(const char *cmd, int argc, char **argv, EnvArgs *a) {
     else if (!strcmp(flag, "--out")) a->out = v;
     else if (!strcmp(flag, "--task-file")) a->task_file = v;
     else if (!strcmp(flag, "--task")) a->task_id = v;
-    else if (!strcmp(flag, "--agent")) a->agent = v;
     else {
       long max = !strcmp(flag, "--n") ? 1000000 : 2147483647L;
       if (cli_parse_int(flag, v, !strcmp(flag, "--n") ? 1 : 0, max, &num, &err) != 0) return cli_fail("env", &err);
@@ -332,43 +329,6 @@ done:
   return rc;
 }
 
-static int cmd_env_eval(int argc, char **argv) {
-  EnvArgs a;
-  int rc = parse_env_args("eval", argc, argv, &a);
-  if (rc) return rc;
-  int kind = agent_kind_from_name(a.agent);
-  if (!a.task_file || kind < 0) {
-    fprintf(stderr, "fimi env eval: --task-file and --agent oracle|do_nothing|random are required\n");
-    return CLI_EXIT_USAGE;
-  }
-  FimiError err = {0};
-  TaskList list;
-  if (task_list_load(a.task_file, &list, &err) != 0) return cli_fail("env eval", &err);
-  EnvWorld *world = NULL;
-  if (env_world_create(&world, &err) != 0) {
-    task_list_free(&list);
-    return cli_fail("env eval", &err);
-  }
-  double sum = 0, sum_strict = 0;
-  for (int i = 0; i < list.count; i++) {
-    RewardBreakdown r;
-    if (agent_run_episode(world, &list.tasks[i], (uint64_t)a.seed + (uint64_t)i, (EnvAgentKind)kind, &r, &err) != 0) {
-      rc = cli_fail("env eval", &err);
-      break;
-    }
-    printf("%s total %.4f strict %.4f seq %.4f seq_frac %.4f db %.0f comm %.4f judge %.4f end %s\n",
-           list.tasks[i].id, r.total, r.strict_total, r.seq, r.seq_frac, r.db, r.comm, r.judge, task_end_name(r.end));
-    sum += r.total;
-    sum_strict += r.strict_total;
-  }
-  if (rc == 0 && list.count > 0)
-    printf("mean over %d tasks (%s): total %.4f strict %.4f\n", list.count, a.agent, sum / list.count,
-           sum_strict / list.count);
-  env_world_free(world);
-  task_list_free(&list);
-  return rc;
-}
-
 int cmd_env(int argc, char **argv) {
   // argv[0] is "env".
   if (argc < 2) {
@@ -376,7 +336,7 @@ int cmd_env(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   // fimi env --help, and --help of the subcommands whose usage is usage_to's.
-  static const char *const shared_usage[] = {"tools", "sample", "replay", "play", "eval", NULL};
+  static const char *const shared_usage[] = {"tools", "sample", "replay", "play", NULL};
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
       (cli_is_one_of(argv[1], shared_usage) && cli_wants_help(argc, argv, 2))) {
     usage_to(stdout);
@@ -386,7 +346,10 @@ int cmd_env(int argc, char **argv) {
   if (strcmp(argv[1], "sample") == 0) return cmd_env_sample(argc - 2, argv + 2);
   if (strcmp(argv[1], "replay") == 0) return cmd_env_replay(argc - 2, argv + 2);
   if (strcmp(argv[1], "play") == 0) return cmd_env_play(argc - 2, argv + 2);
-  if (strcmp(argv[1], "eval") == 0) return cmd_env_eval(argc - 2, argv + 2);
+  if (strcmp(argv[1], "eval") == 0) {
+    fprintf(stderr, "fimi env eval is now fimi eval --agent NAME --tasks F (docs/evaluation.md)\n");
+    return CLI_EXIT_USAGE;
+  }
   if (strcmp(argv[1], "transcripts") == 0) return cmd_env_transcripts(argc - 2, argv + 2);
   fprintf(stderr, "fimi env: unknown subcommand \"%s\" (see fimi env --help)\n", argv[1]);
   usage();

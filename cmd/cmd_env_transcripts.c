@@ -28,7 +28,7 @@ static void transcripts_usage(FILE *out) {
           "  plays the oracle on every task of F and writes one SFT row per task\n"
           "  ({\"messages\": [...]} with tool turns) for `fimi data tokenize --kind sft`\n"
           "    --catalog    tools shown in the system turn (env.catalog; default all)\n"
-          "    --seed       episode seed of the first task; task i plays with S + i, as `fimi env eval`\n"
+          "    --seed       episode seed of the first task; task i plays with S + i\n"
           "    --family     only tasks whose family matches PATTERN (shell glob, e.g. 'fd_*')\n"
           "    --tokenizer  also report token counts under this tokenizer.json\n");
 }

@@ -56,10 +56,10 @@ printf 'hello\nhow are you\n' > "$WORK/idle.txt"
 expect_ok "play idle" "$FIMI" env play --task-file "$WORK/a.jsonl" --task "$id" < "$WORK/idle.txt"
 grep -q "input ended" "$WORK/out" && grep -q '"total":0,' "$WORK/out" || { echo "FAIL: idle play"; cat "$WORK/out"; failures=$((failures + 1)); }
 
-expect_ok "eval oracle" "$FIMI" env eval --task-file "$WORK/all.jsonl" --agent oracle
-grep -q "^mean over $((2 * nfam)) tasks (oracle): total 1.0000 strict 1.0000" "$WORK/out" || { echo "FAIL: eval oracle"; tail -3 "$WORK/out"; failures=$((failures + 1)); }
-expect_ok "eval do_nothing" "$FIMI" env eval --task-file "$WORK/all.jsonl" --agent do_nothing
-grep -q "^mean over .* (do_nothing): total 0\.0" "$WORK/out" || { echo "FAIL: eval do_nothing not low"; tail -1 "$WORK/out"; failures=$((failures + 1)); }
+expect_ok "eval oracle" "$FIMI" eval --agent oracle --tasks "$WORK/all.jsonl" --out "$WORK/oracle.json"
+grep -q "^| \*\*overall\*\* | $((2 * nfam)) | 1.000 | 1.000 |" "$WORK/out" || { echo "FAIL: eval oracle"; head -8 "$WORK/out"; failures=$((failures + 1)); }
+expect_ok "eval do_nothing" "$FIMI" eval --agent do_nothing --tasks "$WORK/all.jsonl" --out "$WORK/nothing.json"
+grep -q "^| \*\*overall\*\* | $((2 * nfam)) | 0\.0" "$WORK/out" || { echo "FAIL: eval do_nothing not low"; head -8 "$WORK/out"; failures=$((failures + 1)); }
 
 # Errors.
 checks=$((checks + 1)); "$FIMI" env sample --n 2 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: sample without --family should exit 2"; failures=$((failures + 1)); }
@@ -72,6 +72,6 @@ expect_fail "unknown task id" "no task" "$FIMI" env play --task-file "$WORK/a.js
 expect_fail "bad task line" "bad.jsonl:3" "$FIMI" env replay --task-file "$WORK/bad.jsonl" --task "$id"
 head -1 "$WORK/a.jsonl" | sed 's/"name":"create_fd"/"name":"create_fdx"/' > "$WORK/bad2.jsonl"
 expect_fail "unknown gold tool" "unknown tool 'create_fdx'" "$FIMI" env replay --task-file "$WORK/bad2.jsonl" --task "$id"
-expect_fail "eval without agent" "--agent" "$FIMI" env eval --task-file "$WORK/a.jsonl"
+expect_fail "env eval points to fimi eval" "fimi eval --agent" "$FIMI" env eval --task-file "$WORK/a.jsonl"
 
 cli_summary
