@@ -105,7 +105,10 @@ int bench_trace_build(const cJSON *trajectory, const char *end_name, BenchTrace 
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(turn, "role");
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(turn, "text");
     if (!cJSON_IsString(role) || !cJSON_IsString(text)) continue;
-    if (add_turn(out, &cap, role->valuestring, text->valuestring, err) != 0) {
+    // A turn the policy sampled is the agent's whatever its role line
+    // decoded to (a model's bytes can garble it): it is judged, never skipped.
+    const char *kind = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(turn, "sampled")) ? "model" : role->valuestring;
+    if (add_turn(out, &cap, kind, text->valuestring, err) != 0) {
       bench_trace_free(out);
       return -1;
     }

@@ -44,8 +44,9 @@ typedef struct BenchTrace {
   TaskEnd end;  // how the episode ended (BUDGET for the engine's own limits)
 } BenchTrace;
 
-// Builds the trace of a trajectory ([{role, text, ...}], roles system, user,
-// model, tool; other roles and entries without text are skipped). end_name:
+// Builds the trace of a trajectory ([{role, text, sampled}], roles system,
+// user, model, tool; a sampled turn is the agent's whatever its role; other
+// roles and entries without text are skipped). end_name:
 // the harness's end ("stop", "transfer", "out_of_scope", "turn_budget", ...).
 // Fails only when memory runs out. The trajectory must outlive the trace.
 int bench_trace_build(const cJSON *trajectory, const char *end_name, BenchTrace *out, FimiError *err);
