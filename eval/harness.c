@@ -17,10 +17,12 @@ void eval_config_default(EvalConfig *c) {
   rollout_config_default(&c->rollout);
   c->rollout.sampler.temperature = 0.0f;
   c->progress = 1;
+  c->chunk = EVAL_CHUNK;
 }
 
 int eval_config_validate(const EvalConfig *c, FimiError *err) {
   if (c->trials < 1 || c->trials > 1000) return fimi_fail(err, "eval.trials: %d, must be in [1, 1000]", c->trials);
+  if (c->chunk < 1) return fimi_fail(err, "eval chunk: %d, must be >= 1", c->chunk);
   if (!(c->success > 0.0 && c->success <= 1.0))
     return fimi_fail(err, "eval.success: %g, must be in (0, 1]", c->success);
   return rollout_config_validate(&c->rollout, err);
@@ -133,8 +135,10 @@ static int play_chunk(const EvalConfig *c, RolloutPolicy *policy, EnvClient *env
     int g = first + j, task = g / c->trials, trial = g % c->trials;
     jobs[j] = (RolloutJob){task, j, eval_env_seed(c->seed, env->tasks->tasks[task].id, trial)};
   }
-  uint64_t stream = mix(c->seed ^ 0xe7a1ULL, (uint64_t)(first / EVAL_CHUNK));
-  if (rc == 0) rc = rollout_run(&c->rollout, policy, env, tok, jobs, n, stream, played, NULL, err);
+  // One call's streams cut into parts: episode g samples from stream g
+  // whatever the chunk it is played in.
+  uint64_t stream = mix(c->seed, 0xe7a1ULL);
+  if (rc == 0) rc = rollout_run_part(&c->rollout, policy, env, tok, jobs, n, first, stream, played, NULL, err);
   for (int j = 0; rc == 0 && j < n; j++) {
     EvalEpisode *e = eval_results_add(out, err);
     int g = first + j;
@@ -154,7 +158,7 @@ int eval_run_policy(const EvalConfig *c, RolloutPolicy *policy, EnvClient *env, 
   EvalConfig run = *c;
   run.rollout = rc;
   int total = env->tasks->count * c->trials, first_episode = out->count;
-  int chunk = EVAL_CHUNK > policy->slots ? EVAL_CHUNK : policy->slots;
+  int chunk = c->chunk > policy->slots ? c->chunk : policy->slots;
   Progress p;
   if (c->progress) progress_start(&p, "eval", total, stderr);
   for (int first = 0; first < total; first += chunk) {
@@ -269,7 +273,7 @@ int eval_run_agent(const EvalConfig *c, EnvAgentKind kind, const TaskList *tasks
     rc = e ? play_agent(world, kind, task, g % c->trials, eval_env_seed(c->seed, task->id, g % c->trials), e, err)
            : -1;
     if (rc != 0) fimi_fail_wrap(err, "task %s, trial %d", task->id, g % c->trials);
-    if (rc == 0 && ((g + 1) % EVAL_CHUNK == 0 || g + 1 == total)) progress_note(&p, out, first_episode, g + 1, c->progress);
+    if (rc == 0 && ((g + 1) % c->chunk == 0 || g + 1 == total)) progress_note(&p, out, first_episode, g + 1, c->progress);
   }
   if (c->progress) progress_finish(&p);
   env_world_free(world);

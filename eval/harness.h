@@ -8,9 +8,10 @@
 // Every model and agent meets the same episodes: trial t of task T opens
 // T's seeded database with the simulator seed eval_env_seed(seed, T.id, t),
 // which depends on the task's id, not its position in the file. Model
-// episodes sample from per-episode streams in chunks of EVAL_CHUNK episodes
-// (a progress line after each), so a fixed seed gives the same results
-// whatever rollout.slots is (up to EVAL_CHUNK; bitwise on the CPU with a
+// episode g (task-major order) samples from stream g of one call
+// (rollout_run_part), played in chunks of EVAL_CHUNK episodes or slots if
+// more (a progress line after each), so a fixed seed gives the same
+// results whatever rollout.slots is (bitwise on the CPU with a
 // row-invariant policy).
 #ifndef FIMI_EVAL_HARNESS_H
 #define FIMI_EVAL_HARNESS_H
@@ -31,10 +32,11 @@ typedef struct EvalConfig {
   double success;         // eval.success: an episode succeeds when its reward >= this
   RolloutConfig rollout;  // eval.temperature/top_p into sampler, [rollout] and [grpo] budgets
   int progress;           // print a progress line with ETA on stderr
+  int chunk;              // model episodes per rollout call (and progress line); results do not depend on it
 } EvalConfig;
 
 // 1 trial, seed 1, success 1.0, rollout_config_default with greedy
-// sampling (temperature 0), progress on.
+// sampling (temperature 0), progress on, chunk EVAL_CHUNK.
 void eval_config_default(EvalConfig *c);
 int eval_config_validate(const EvalConfig *c, FimiError *err);
 

@@ -8,7 +8,8 @@
 //     task of a task per family, simulator seeds follow task ids (not file
 //     order), a failing task is recorded, not fatal; a tiny random model
 //     through eval_run_policy gives bitwise the same episodes at 1 and 5
-//     slots, and its trajectory holds exactly its sampled turns.
+//     slots and in chunks of 3, and its trajectory holds exactly its
+//     sampled turns.
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -229,15 +230,16 @@ static int episodes_equal(const EvalEpisode *a, const EvalEpisode *b) {
   return same;
 }
 
-static int run_model(RlFixture *fx, int slots, double temperature, EvalResults *out, FimiError *err) {
+static int run_model(RlFixture *fx, int slots, int chunk, EvalResults *out, FimiError *err) {
   EvalConfig c;
   eval_config_default(&c);
+  c.chunk = chunk;
   c.trials = 2;
   c.progress = 0;
   c.rollout.slots = slots;
   c.rollout.max_turn_tokens = 12;
   c.rollout.max_episode_tokens = 30;
-  c.rollout.sampler = (SamplerConfig){(float)temperature, 1.0f};
+  c.rollout.sampler = (SamplerConfig){1.0f, 1.0f};
   EnvClient env;
   RolloutPolicy p;
   memset(out, 0, sizeof *out);
@@ -257,12 +259,14 @@ static void test_model(void) {
     CHECK(0, "fixture: %s", err.message);
     return;
   }
-  EvalResults one, five;
-  CHECK(run_model(&fx, 1, 1.0, &one, &err) == 0, "1 slot: %s", err.message);
-  CHECK(run_model(&fx, 5, 1.0, &five, &err) == 0, "5 slots: %s", err.message);
-  int same = one.count == 8 && five.count == 8;
-  for (int i = 0; same && i < one.count; i++) same = episodes_equal(&one.episodes[i], &five.episodes[i]);
-  CHECK(same, "episodes bitwise the same at 1 and 5 slots");
+  EvalResults one, five, cut;
+  CHECK(run_model(&fx, 1, EVAL_CHUNK, &one, &err) == 0, "1 slot: %s", err.message);
+  CHECK(run_model(&fx, 5, EVAL_CHUNK, &five, &err) == 0, "5 slots: %s", err.message);
+  CHECK(run_model(&fx, 1, 3, &cut, &err) == 0, "chunks of 3: %s", err.message);
+  int same = one.count == 8 && five.count == 8 && cut.count == 8;
+  for (int i = 0; same && i < one.count; i++)
+    same = episodes_equal(&one.episodes[i], &five.episodes[i]) && episodes_equal(&one.episodes[i], &cut.episodes[i]);
+  CHECK(same, "episodes bitwise the same at 1 and 5 slots, and in chunks of 3");
   // The sampled turns of the trajectory are the model's turns, and trials differ.
   for (int i = 0; i < one.count; i++) {
     const EvalEpisode *e = &one.episodes[i];
@@ -281,6 +285,7 @@ static void test_model(void) {
         "the two trials of a task are different episodes");
   eval_results_free(&one);
   eval_results_free(&five);
+  eval_results_free(&cut);
   rl_fixture_free(&fx);
 }
 
