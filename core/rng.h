@@ -21,6 +21,10 @@ double rng_uniform_double(Rng *rng);
 double rng_normal(Rng *rng);
 // Fills n floats with N(mean, std^2).
 void rng_fill_normal(Rng *rng, float *out, long n, float mean, float std);
+// A seed derived from two values (a seed and a step, task or index): a
+// boost-style combination through splitmix64's finalizer, so nearby inputs
+// give unrelated seeds.
+uint64_t rng_mix(uint64_t a, uint64_t b);
 // Fills n floats uniformly in [low, high).
 void rng_fill_uniform(Rng *rng, float *out, long n, float low, float high);
 

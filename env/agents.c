@@ -187,6 +187,18 @@ int agent_next(EnvAgent *a, EnvEpisode *ep, char **turn, FimiError *err) {
   }
 }
 
+int agent_play(EnvAgent *agent, EnvEpisode *ep, EnvObservation *last, FimiError *err) {
+  memset(last, 0, sizeof *last);
+  while (!last->done) {
+    char *turn = NULL;
+    int rc = agent_next(agent, ep, &turn, err);
+    if (rc == 0) rc = env_step(ep, turn, strlen(turn), last, err);
+    free(turn);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
+
 int agent_run_episode(EnvWorld *world, const Task *task, uint64_t seed, EnvAgentKind kind, RewardBreakdown *out,
                       FimiError *err) {
   EnvAgent *agent = NULL;
@@ -197,14 +209,8 @@ int agent_run_episode(EnvWorld *world, const Task *task, uint64_t seed, EnvAgent
     agent_free(agent);
     return -1;
   }
-  int rc = 0;
-  EnvObservation obs = {0};
-  while (rc == 0 && !obs.done) {
-    char *turn = NULL;
-    rc = agent_next(agent, ep, &turn, err);
-    if (rc == 0) rc = env_step(ep, turn, strlen(turn), &obs, err);
-    free(turn);
-  }
+  EnvObservation obs;
+  int rc = agent_play(agent, ep, &obs, err);
   if (rc == 0) rc = env_score(ep, out, err);
   env_close(ep);
   agent_free(agent);

@@ -29,6 +29,9 @@ void agent_free(EnvAgent *agent);
 // episode in its current state. Call once per env_step.
 int agent_next(EnvAgent *agent, EnvEpisode *ep, char **turn, FimiError *err);
 
+// Plays the agent on an open episode until it is done; *last gets the final
+// observation (its end reason).
+int agent_play(EnvAgent *agent, EnvEpisode *ep, EnvObservation *last, FimiError *err);
 // Opens an episode, lets the agent play until done, scores it, closes it.
 int agent_run_episode(EnvWorld *world, const Task *task, uint64_t seed, EnvAgentKind kind, RewardBreakdown *out,
                       FimiError *err);

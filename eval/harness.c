@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/progress.h"
+#include "core/rng.h"
 #include "data/toolcall.h"
 
 void eval_config_default(EvalConfig *c) {
@@ -28,20 +29,10 @@ int eval_config_validate(const EvalConfig *c, FimiError *err) {
   return rollout_config_validate(&c->rollout, err);
 }
 
-// splitmix64's finalizer over a combination: a good spread for nearby inputs.
-static uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 uint64_t eval_env_seed(uint64_t seed, const char *task_id, int trial) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a of the id
   for (const unsigned char *p = (const unsigned char *)task_id; *p; p++) h = (h ^ *p) * 1099511628211ULL;
-  return mix(mix(seed, h), (uint64_t)trial);
+  return rng_mix(rng_mix(seed, h), (uint64_t)trial);
 }
 
 // ---- progress -------------------------------------------------------------------------------
@@ -137,7 +128,7 @@ static int play_chunk(const EvalConfig *c, RolloutPolicy *policy, EnvClient *env
   }
   // One call's streams cut into parts: episode g samples from stream g
   // whatever the chunk it is played in.
-  uint64_t stream = mix(c->seed, 0xe7a1ULL);
+  uint64_t stream = rng_mix(c->seed, 0xe7a1ULL);
   if (rc == 0) rc = rollout_run_part(&c->rollout, policy, env, tok, jobs, n, first, stream, played, NULL, err);
   for (int j = 0; rc == 0 && j < n; j++) {
     EvalEpisode *e = eval_results_add(out, err);
@@ -241,14 +232,9 @@ static int play_agent(EnvWorld *world, EnvAgentKind kind, const Task *task, int 
   EnvEpisode *ep = NULL;
   const char *first = NULL;
   if (agent_create(kind, seed, &agent, err) != 0) return -1;
-  int rc = env_open(world, task, seed, &ep, &first, err);
   EnvObservation obs = {0};
-  while (rc == 0 && !obs.done) {
-    char *turn = NULL;
-    rc = agent_next(agent, ep, &turn, err);
-    if (rc == 0) rc = env_step(ep, turn, strlen(turn), &obs, err);
-    free(turn);
-  }
+  int rc = env_open(world, task, seed, &ep, &first, err);
+  if (rc == 0) rc = agent_play(agent, ep, &obs, err);
   if (rc == 0) rc = env_score(ep, &e->reward, err);
   if (rc == 0) rc = record_agent_turns(e, ep, err);
   if (rc == 0) {

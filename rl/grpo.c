@@ -52,15 +52,6 @@ int grpo_config_validate(const GrpoConfig *c, FimiError *err) {
   return rollout_config_validate(&c->rollout, err);
 }
 
-static uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 static double reward_of(const GrpoConfig *c, const Rollout *r) {
   if (r->end == ROLLOUT_END_FAILED) return 0.0;
   return c->reward == GRPO_REWARD_STRICT ? r->reward.strict_total : r->reward.total;
@@ -268,8 +259,8 @@ static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
   int rc = rewards ? next_tasks(g, idx, B, err) : -1;
   for (int b = 0; rc == 0 && b < B; b++)
     for (int i = 0; i < G; i++)
-      jobs[b * G + i] = (RolloutJob){(int)idx[b], b, mix(mix(c->seed, (uint64_t)step), (uint64_t)b)};
-  if (rc == 0) rc = play(g, s, g->env, &c->rollout, jobs, n, G, mix(c->seed ^ 0x5eedULL, (uint64_t)step),
+      jobs[b * G + i] = (RolloutJob){(int)idx[b], b, rng_mix(rng_mix(c->seed, (uint64_t)step), (uint64_t)b)};
+  if (rc == 0) rc = play(g, s, g->env, &c->rollout, jobs, n, G, rng_mix(c->seed ^ 0x5eedULL, (uint64_t)step),
                          g->rollouts, rewards, &g->last, g->work, err);
   if (rc == 0)
     rc = grpo_advantages(rewards, B, G, c->scale_by_std, c->adv_eps, c->pass_threshold, g->adv, &g->last.groups, err);
@@ -423,9 +414,9 @@ int grpo_validate(GrpoObjective *g, TrainState *s, double *score, GrpoStepStats 
   Rollout *out = jobs ? fimi_calloc((size_t)n, sizeof *out, err) : NULL;
   double *rewards = out ? fimi_malloc((size_t)n * sizeof *rewards, err) : NULL;
   int r = rewards ? 0 : -1;
-  for (int i = 0; r == 0 && i < n; i++) jobs[i] = (RolloutJob){i, i, mix(g->config.seed ^ 0x7a1ULL, (uint64_t)i)};
+  for (int i = 0; r == 0 && i < n; i++) jobs[i] = (RolloutJob){i, i, rng_mix(g->config.seed ^ 0x7a1ULL, (uint64_t)i)};
   GrpoStepStats st = {0};
-  if (r == 0) r = play(g, s, g->val_env, &rc, jobs, n, 1, mix(g->config.seed, 0x7a1ULL), out, rewards, &st,
+  if (r == 0) r = play(g, s, g->val_env, &rc, jobs, n, 1, rng_mix(g->config.seed, 0x7a1ULL), out, rewards, &st,
                        g->val_work, err);
   if (r == 0) {
     *score = st.reward_mean;
