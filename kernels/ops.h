@@ -74,6 +74,14 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 // query's position is lengths[b] - 1). out (B, nh, hd).
 void attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache, const int *lengths,
                       int B, int S, int nh, int nkv, int hd, int window, float softcap, float scale);
+// Prefill: N queries of ONE sequence (a chunk) against its cache, the chunk's
+// own k/v already written: q (N, nh, hd), k_cache and v_cache (S, nkv, hd),
+// lengths (N), out (N, nh, hd); query i sees cache rows [0, lengths[i])
+// (its position is lengths[i] - 1), window and softcap as above. Each query
+// gives the bits attention_decode gives it (B = 1, lengths + i); key tiles
+// are shared by the chunk's queries. A length outside [1, S]: zero row.
+void attention_prefill(float *out, const float *q, const float *k_cache, const float *v_cache, const int *lengths,
+                       int N, int S, int nh, int nkv, int hd, int window, float softcap, float scale);
 
 // ---- GeGLU: out = gelu_tanh(gate) * up ----
 // out, gate, up (n) elementwise (n = N * intermediate)
