@@ -96,6 +96,18 @@ sqlite3_stmt *bank_stmt_get(BankEpisode *ep, const char *sql);
 void bank_stmt_put(BankEpisode *ep, sqlite3_stmt *stmt);
 void bank_stmt_cache_free(BankEpisode *ep);
 
+// The bank as a file (bank_file.c), for servers shared by many sessions and
+// processes. create writes the image to a new file in WAL mode (fails when
+// the path exists; of two concurrent creators one wins). open_file opens an
+// existing bank file (never creates one) with its own connection and a busy
+// timeout; session state starts empty as in bank_episode_open. Writers on
+// one file are serialized by SQLite's locks.
+int bank_file_create(const BankImage *image, const char *path, FimiError *err);
+int bank_episode_open_file(const char *path, const KnowledgeBase *kb, int busy_timeout_ms, BankEpisode **out,
+                           FimiError *err);
+// Frees the call log (a long-lived session keeps no history it never reads).
+void bank_episode_clear_calls(BankEpisode *ep);
+
 // Fixture edits for the task layer: trusted SQL (from task files, never from
 // the model) run on the episode copy, e.g. an UPDATE that makes a KYC lapse.
 int bank_episode_exec(BankEpisode *ep, const char *sql, FimiError *err);
