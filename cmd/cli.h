@@ -73,6 +73,8 @@ int cmd_eval(int argc, char **argv);
 int cmd_eval_bench(int argc, char **argv);
 // `fimi train` (cmd/cmd_train.c).
 int cmd_train(int argc, char **argv);
+// `fimi mcp serve` (cmd/cmd_mcp.c).
+int cmd_mcp(int argc, char **argv);
 // `fimi report` (cmd/cmd_report.c).
 int cmd_report(int argc, char **argv);
 

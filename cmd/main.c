@@ -19,6 +19,7 @@ static const Subcommand subcommands[] = {
     {"score", cmd_score, "print per-token log-probs of a token sequence under a saved model (JSON)"},
     {"tokenizer", cmd_tokenizer, "encode, decode with a tokenizer.json, or train a BPE tokenizer"},
     {"env", cmd_env, "the simulated bank: list tools (--markdown for docs/tools.md), ..."},
+    {"mcp", cmd_mcp, "serve the bank's tools over the Model Context Protocol (fimi mcp serve --db FILE)"},
     {"eval", cmd_eval, "evaluate a model or scripted agent on held-out tasks; compare and ladder result files"},
     {"train", cmd_train, "train a model: SFT on an HDF5 dataset, checkpoints, --resume (fimi train --config F.ini)"},
     {"data", cmd_data, "tokenize JSONL (SFT/DPO) into an HDF5 dataset, or summarize one (fimi data info F.h5)"},
