@@ -108,45 +108,50 @@ void bench_gate_actions(const BenchCase *c, const BenchTrace *t, BenchVerdict *o
 
 // ---- reasoning and quality: the rubric judge -------------------------------------------------
 
-// The trajectory as env/reward.h's rubric rules read an episode.
+// The trajectory as env/reward.h's rubric rules read an episode: the calls
+// that parsed (the bank's call log holds no others) and the messages.
 typedef struct RubricView {
-  BankCall calls[256];
-  const char *messages[256];
+  BankCall *calls;
+  const char **messages;
   RewardInput in;
 } RubricView;
 
-static void rubric_view(const BenchCase *c, const BenchTrace *t, RubricView *v) {
-  memset(&v->in, 0, sizeof v->in);
-  int nc = 0, nm = 0;
+static int rubric_view(const BenchCase *c, const BenchTrace *t, RubricView *v, FimiError *err) {
+  memset(v, 0, sizeof *v);
+  v->calls = fimi_calloc((size_t)t->count + 1, sizeof *v->calls, err);
+  v->messages = v->calls ? fimi_calloc((size_t)t->count + 1, sizeof *v->messages, err) : NULL;
+  if (!v->messages) return -1;
   for (int i = 0; i < t->count; i++) {
     BenchEvent *e = &t->events[i];
-    if (e->kind == BENCH_EV_CALL && e->args && nc < 256) v->calls[nc++] = (BankCall){e->name, e->args_text, e->ok};
-    if (e->kind == BENCH_EV_MESSAGE && nm < 256) v->messages[nm++] = e->owned;
+    if (e->kind == BENCH_EV_CALL && e->args) v->calls[v->in.num_calls++] = (BankCall){e->name, e->args_text, e->ok};
+    if (e->kind == BENCH_EV_MESSAGE) v->messages[v->in.num_messages++] = e->owned;
   }
   v->in.task = &c->task;
   v->in.calls = v->calls;
-  v->in.num_calls = nc;
   v->in.messages = v->messages;
-  v->in.num_messages = nm;
   v->in.end = t->end;
+  return 0;
 }
 
 static int rubric_judge(void *ctx, const BenchCase *c, const BenchTrace *t, BenchVerdict *out, FimiError *err) {
   (void)ctx;
   memset(out, 0, sizeof *out);
   out->pass = 1;
-  RubricView *v = fimi_malloc(sizeof *v, err);
-  if (!v) return -1;
-  rubric_view(c, t, v);
+  RubricView v;
+  if (rubric_view(c, t, &v, err) != 0) {
+    free(v.calls);
+    return -1;
+  }
   for (int k = 0; out->pass && k < c->num_facts; k++) {
     int said = 0;
-    for (int m = 0; m < v->in.num_messages && !said; m++) said = strstr(v->in.messages[m], c->facts[k]) != NULL;
+    for (int m = 0; m < v.in.num_messages && !said; m++) said = strstr(v.in.messages[m], c->facts[k]) != NULL;
     if (!said) fail(out, "missing_fact", "the reply never states %.80s", c->facts[k]);
   }
   for (int k = 0; out->pass && k < c->task.num_assertions; k++)
-    if (!reward_rule_met(&c->task.assertions[k], &v->in))
+    if (!reward_rule_met(&c->task.assertions[k], &v.in))
       fail(out, "rubric", "not met: %.200s", c->task.assertions[k].text);
-  free(v);
+  free(v.calls);
+  free(v.messages);
   return 0;
 }
 
