@@ -1,11 +1,18 @@
-// model/decode.c: incremental decoding with a KV cache, sampling, and batched
-// generation (see decode.h). One decode step runs the same layer math as
-// gemma.c's forward for one new token per active sequence; the layer settings
-// come from gemma_attn_spec so the two paths cannot disagree.
+// model/decode.c: incremental decoding with a KV cache, chunked prefill,
+// sampling, and batched generation (see decode.h). One decode step runs the
+// same layer math as gemma.c's forward for one new token per active
+// sequence, a prefill chunk for a chunk of one sequence (its attention one
+// attention_prefill call, layer by layer over groups of chunks); the layer
+// settings come from gemma_attn_spec so the paths cannot disagree. Ops too
+// small to pay for waking threads run on the calling thread (SERIAL_WORK).
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kernels/ops.h"
 #include "model/decode.h"
@@ -42,6 +49,15 @@ static size_t carve_step(StepBuffers *s, float *base, const GemmaConfig *cfg, si
   return used;
 }
 
+// Tokens per prefill group (rounded down to whole chunks, at least one):
+// gemma_prefill runs each layer over all chunks of a group before the next
+// layer, so a layer's weights stay in cache between its chunks instead of
+// all layers' weights streaming through for every chunk (a small-10m layer
+// is 4 MB of 26; 9-13% less prefill time for a 483-token prompt in chunks
+// of 64 on one core). Each chunk runs exactly the ops it would run alone,
+// so the results are those of chunk after chunk, bitwise (test_decode.c).
+#define PREFILL_GROUP_TOKENS 1024
+
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err) {
   return gemma_kv_cache_create_rows(cache, cfg, batch, capacity, batch, err);
 }
@@ -65,7 +81,10 @@ int gemma_kv_cache_create_rows(GemmaKVCache *cache, const GemmaConfig *cfg, int 
   StepBuffers views;
   cache->scratch = cache->v ? fimi_malloc(carve_step(&views, NULL, cfg, (size_t)cache->rows) * sizeof(float), err) : NULL;
   cache->slots = cache->scratch ? fimi_calloc(4 * (size_t)cache->rows, sizeof(int), err) : NULL;
-  if (!cache->lengths || !cache->slots) {
+  cache->group_rows = rows * (PREFILL_GROUP_TOKENS / rows > 1 ? PREFILL_GROUP_TOKENS / rows : 1);
+  size_t group_floats = (size_t)cache->group_rows * cfg->hidden_size;
+  cache->group_x = cache->slots ? fimi_malloc(group_floats * sizeof(float), err) : NULL;
+  if (!cache->lengths || !cache->group_x) {
     gemma_kv_cache_free(cache);
     return fimi_fail_wrap(err, "KV cache for %d sequences of %d tokens", batch, capacity);
   }
@@ -79,6 +98,7 @@ void gemma_kv_cache_free(GemmaKVCache *cache) {
   free(cache->v);
   free(cache->scratch);
   free(cache->slots);
+  free(cache->group_x);
   memset(cache, 0, sizeof *cache);
 }
 
@@ -93,41 +113,103 @@ int decode_run_length(const int *ids, int n, int i) {
   return len;
 }
 
-// Attention of the n new queries against their sequences' caches for layer l;
-// query i sees the first query_lengths[i] cached positions of sequence ids[i].
+// One model call: n rows, row i a token of sequence ids[i] at positions[i]
+// attending to the first query_lengths[i] cached positions of its sequence.
+typedef struct RowsCall {
+  const int *ids, *positions, *toks, *query_lengths;  // (n) each
+  int n;
+  int per_row;  // one GEMM per row (rows_matmul)
+  int prefill;  // the rows are one chunk of sequence ids[0] (attend_cached)
+  int threads;  // the caller's OpenMP thread count
+} RowsCall;
+
+// Work (floating-point operations) below which an op runs on the calling
+// thread alone. With passive waiting, which a shared machine needs, every
+// OpenMP parallel region wakes its threads: 30-45 us each on the loaded
+// 2-core VM of docs/benchmarks.md, more than a small op's whole work, and a
+// one-row decode step of small-10m runs ~70 ops (2 threads were slower than
+// 1 there). 3.2e7 operations are ~0.5 ms of a 64-row GEMM on one core. The
+// choice depends on an op's shape only, never on the other sequences of a
+// step, so a sequence's prefill stays independent of the slot count
+// (OpenBLAS's GEMM is the one op whose bits may depend on its thread count;
+// the fimi kernels give the same bits at any count).
+#define SERIAL_WORK 3.2e7
+
+static void threads_for(const RowsCall *c, double work) {
+#ifdef _OPENMP
+  omp_set_num_threads(work < SERIAL_WORK ? 1 : c->threads);
+#else
+  (void)c, (void)work;
+#endif
+}
+
+static int caller_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+static void restore_threads(int threads) {
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+// Attention of the call's queries against their sequences' caches for layer
+// l. A prefill chunk runs as one attention_prefill call (its queries share
+// each key tile); decode rows as one attention_decode per run of consecutive
+// sequences.
 static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, int l, const StepBuffers *s,
-                          const int *ids, const int *query_lengths, int n, const GemmaAttnSpec *spec) {
+                          const RowsCall *c, const GemmaAttnSpec *spec) {
   const GemmaConfig *cfg = &model->config;
   int B = cache->batch, S = cache->capacity, nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads;
-  int hd = cfg->head_dim, qd = nh * hd;
+  int hd = cfg->head_dim, qd = nh * hd, n = c->n;
   size_t kvd = (size_t)nkv * hd;
   const float *kc = cache->k + (size_t)l * B * S * kvd;  // (B, S, nkv, hd) for this layer
   const float *vc = cache->v + (size_t)l * B * S * kvd;
+  double keys = 0;  // (query, key) pairs attended
+  for (int i = 0; i < n; i++) {
+    int len = c->query_lengths[i];
+    keys += spec->window > 0 && spec->window < len ? spec->window : len;
+  }
+  threads_for(c, 4.0 * keys * nh * hd);
+  if (c->prefill) {
+    size_t b = (size_t)c->ids[0];
+    attention_prefill(s->att, s->q, kc + b * S * kvd, vc + b * S * kvd, c->query_lengths, n, S, nh, nkv, hd,
+                      spec->window, spec->softcap, spec->scale);
+    return;
+  }
   for (int i = 0; i < n;) {
-    int run = decode_run_length(ids, n, i), b0 = ids[i];
+    int run = decode_run_length(c->ids, n, i), b0 = c->ids[i];
     attention_decode(s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
-                     vc + (size_t)b0 * S * kvd, query_lengths + i, run, S, nh, nkv, hd, spec->window, spec->softcap,
-                     spec->scale);
+                     vc + (size_t)b0 * S * kvd, c->query_lengths + i, run, S, nh, nkv, hd, spec->window,
+                     spec->softcap, spec->scale);
     i += run;
   }
 }
 
-// out (n, OC) = inp (n, C) @ w^T; per_row: one GEMM per row, so that a
+// out (n, OC) = inp (n, C) @ w^T; c->per_row: one GEMM per row, so that a
 // row's result never depends on which other rows share the call (OpenBLAS's
 // small-matrix kernels round differently for different n).
-static void rows_matmul(float *out, const float *inp, const float *w, int n, int C, int OC, int per_row) {
-  if (!per_row) {
+static void rows_matmul(const RowsCall *c, float *out, const float *inp, const float *w, int C, int OC) {
+  int n = c->n;
+  if (!c->per_row) {
+    threads_for(c, 2.0 * n * C * OC);
     matmul_forward(out, inp, w, n, C, OC);
     return;
   }
+  threads_for(c, 2.0 * C * OC);
   for (int i = 0; i < n; i++) matmul_forward(out + (size_t)i * OC, inp + (size_t)i * C, w, 1, C, OC);
 }
 
-// One decoder layer for the n new tokens; writes their k/v into the cache.
-static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const StepBuffers *s, const int *ids,
-                       const int *positions, const int *query_lengths, int n, int per_row) {
+// One decoder layer for the call's rows; writes their k/v into the cache.
+static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const StepBuffers *s, const RowsCall *c) {
   const GemmaConfig *cfg = &model->config;
-  int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
+  int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim, n = c->n;
   int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
   float eps = (float)cfg->rms_norm_eps;
   GemmaLayerOffsets off;
@@ -135,48 +217,55 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
   GemmaAttnSpec spec;
   gemma_attn_spec(cfg, l, &spec);
   const float *w = model->layers[l];
+  // the norms, rope, residual adds and GeGLU: a few operations per element
+  double elementwise = 10.0 * n * (C > I ? C : I);
 
+  threads_for(c, elementwise);
   rmsnorm_forward(s->ln, s->rstd, s->x, w + off.input_norm, n, C, eps);
-  rows_matmul(off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, n, C, qd, per_row);
-  rows_matmul(off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, n, C, kvd, per_row);
-  rows_matmul(s->v, s->ln, w + off.v, n, C, kvd, per_row);
+  rows_matmul(c, off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, C, qd);
+  rows_matmul(c, off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, C, kvd);
+  rows_matmul(c, s->v, s->ln, w + off.v, C, kvd);
+  threads_for(c, elementwise);
   if (off.has_qk_norm) {
     rmsnorm_forward(s->q, s->rstd, s->q_raw, w + off.q_norm, n * nh, hd, eps);
     rmsnorm_forward(s->k, s->rstd, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
   }
-  rope_forward(s->q, s->q, positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale);
-  rope_forward(s->k, s->k, positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_forward(s->q, s->q, c->positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale);
+  rope_forward(s->k, s->k, c->positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
   size_t B = cache->batch, S = cache->capacity;
   for (int i = 0; i < n; i++) {
-    size_t row = (((size_t)l * B + ids[i]) * S + positions[i]) * kvd;  // cache[l][b][pos]
+    size_t row = (((size_t)l * B + c->ids[i]) * S + c->positions[i]) * kvd;  // cache[l][b][pos]
     memcpy(cache->k + row, s->k + (size_t)i * kvd, (size_t)kvd * sizeof(float));
     memcpy(cache->v + row, s->v + (size_t)i * kvd, (size_t)kvd * sizeof(float));
   }
-  attend_cached(model, cache, l, s, ids, query_lengths, n, &spec);
-  rows_matmul(s->o, s->att, w + off.o, n, qd, C, per_row);
+  attend_cached(model, cache, l, s, c, &spec);
+  rows_matmul(c, s->o, s->att, w + off.o, qd, C);
+  threads_for(c, elementwise);
   rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_attn_norm, n, C, eps);
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
 
   rmsnorm_forward(s->ln, s->rstd, s->x, w + off.pre_ff_norm, n, C, eps);
-  rows_matmul(s->gate, s->ln, w + off.gate, n, C, I, per_row);
-  rows_matmul(s->up, s->ln, w + off.up, n, C, I, per_row);
+  rows_matmul(c, s->gate, s->ln, w + off.gate, C, I);
+  rows_matmul(c, s->up, s->ln, w + off.up, C, I);
+  threads_for(c, elementwise);
   geglu_forward(s->act, s->gate, s->up, (size_t)n * I);
-  rows_matmul(s->o, s->act, w + off.down, n, I, C, per_row);
+  rows_matmul(c, s->o, s->act, w + off.down, I, C);
+  threads_for(c, elementwise);
   rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_ff_norm, n, C, eps);
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
 }
 
-// The n rows (sequence ids[i] at positions[i], token toks[i], attending to
-// query_lengths[i] cached positions) through the model into the cache; the
-// final-normed hidden states are left in s->ln (n, C).
-static void run_rows(GemmaModel *model, GemmaKVCache *cache, StepBuffers *s, const int *ids, const int *positions,
-                     const int *toks, const int *query_lengths, int n, int per_row) {
+// The call's rows through the model into the cache; the final-normed hidden
+// states are left in s->ln (n, C). Leaves the thread count as the last op set it.
+static void run_rows(GemmaModel *model, GemmaKVCache *cache, StepBuffers *s, const RowsCall *c) {
   const GemmaConfig *cfg = &model->config;
-  int C = cfg->hidden_size, V = cfg->vocab_size;
+  int C = cfg->hidden_size, V = cfg->vocab_size, n = c->n;
   carve_step(s, cache->scratch, cfg, (size_t)n);
   const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
-  embedding_forward(s->x, toks, wte, n, C, gemma_embed_scale(cfg));
-  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, s, ids, positions, query_lengths, n, per_row);
+  threads_for(c, 10.0 * n * C);
+  embedding_forward(s->x, c->toks, wte, n, C, gemma_embed_scale(cfg));
+  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, s, c);
+  threads_for(c, 10.0 * n * C);
   rmsnorm_forward(s->ln, s->rstd, s->x, norm_w, n, C, (float)cfg->rms_norm_eps);
 }
 
@@ -202,22 +291,62 @@ int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens,
   if (n == 0) return 0;
 
   StepBuffers s;
-  int per_row = cache->row_invariant;
-  run_rows(model, cache, &s, ids, positions, toks, query_lengths, n, per_row);
+  RowsCall call = {ids, positions, toks, query_lengths, n, cache->row_invariant, 0, caller_threads()};
+  run_rows(model, cache, &s, &call);
   for (int i = 0; i < n;) {
-    int run = per_row ? 1 : decode_run_length(ids, n, i);
+    int run = call.per_row ? 1 : decode_run_length(ids, n, i);
+    threads_for(&call, 2.0 * run * C * V);
     lm_head_logits(logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, model->globals, run, C, V,
                    (float)cfg->final_logit_softcapping);
     i += run;
   }
+  restore_threads(call.threads);
   for (int i = 0; i < n; i++) cache->lengths[ids[i]]++;
   return 0;
+}
+
+// The call for the m tokens of sequence b that start `offset` tokens into a
+// prefill group whose first token goes to position base.
+static void prefill_chunk_call(RowsCall *c, GemmaKVCache *cache, int b, int base, int offset, const int *tokens,
+                               int m) {
+  int R = cache->rows, *ids = cache->slots, *positions = ids + R, *toks = ids + 2 * R, *lengths = ids + 3 * R;
+  for (int i = 0; i < m; i++) {
+    ids[i] = b;
+    positions[i] = base + offset + i;
+    toks[i] = tokens[offset + i];
+    lengths[i] = base + offset + i + 1;  // causal within the chunk
+  }
+  *c = (RowsCall){ids, positions, toks, lengths, m, 0, 1, c->threads};
+}
+
+// The g tokens of one prefill group (g <= cache->group_rows) through the
+// model, layer by layer, chunk by chunk within a layer; leaves the
+// final-normed hidden state of the last token in s->ln (C).
+static void prefill_group(GemmaModel *model, GemmaKVCache *cache, StepBuffers *s, RowsCall *c, int b,
+                          const int *tokens, int g) {
+  const GemmaConfig *cfg = &model->config;
+  int C = cfg->hidden_size, V = cfg->vocab_size, chunk = cache->chunk, base = cache->lengths[b];
+  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
+  float *x = cache->group_x;  // (g, C)
+  threads_for(c, 10.0 * g * C);
+  embedding_forward(x, tokens, wte, g, C, gemma_embed_scale(cfg));
+  for (int l = 0; l < cfg->num_hidden_layers; l++)
+    for (int offset = 0; offset < g; offset += chunk) {
+      int m = g - offset < chunk ? g - offset : chunk;
+      prefill_chunk_call(c, cache, b, base, offset, tokens, m);
+      carve_step(s, cache->scratch, cfg, (size_t)m);
+      s->x = x + (size_t)offset * C;  // the chunk's rows of the group's residual stream
+      layer_step(model, cache, l, s, c);
+    }
+  threads_for(c, 10.0 * C);
+  rmsnorm_forward(s->ln, s->rstd, x + (size_t)(g - 1) * C, norm_w, 1, C, (float)cfg->rms_norm_eps);
+  cache->lengths[b] += g;
 }
 
 int gemma_prefill(GemmaModel *model, GemmaKVCache *cache, int b, const int *tokens, int n, float *logits,
                   FimiError *err) {
   const GemmaConfig *cfg = &model->config;
-  int R = cache->rows, chunk = cache->chunk, C = cfg->hidden_size, V = cfg->vocab_size;
+  int C = cfg->hidden_size, V = cfg->vocab_size;
   if (b < 0 || b >= cache->batch) return fimi_fail(err, "prefill: sequence %d outside [0, %d)", b, cache->batch);
   if (n < 1) return fimi_fail(err, "prefill: sequence %d: no tokens", b);
   if (cache->lengths[b] + n > cache->capacity)
@@ -226,21 +355,17 @@ int gemma_prefill(GemmaModel *model, GemmaKVCache *cache, int b, const int *toke
   for (int i = 0; i < n; i++)
     if (tokens[i] < 0 || tokens[i] >= V)
       return fimi_fail(err, "prefill: token %d at %d is outside the vocabulary [0, %d)", tokens[i], i, V);
-  int *ids = cache->slots, *positions = ids + R, *toks = ids + 2 * R, *query_lengths = ids + 3 * R;
   StepBuffers s;
-  for (int start = 0; start < n; start += chunk) {
-    int m = n - start < chunk ? n - start : chunk, base = cache->lengths[b];
-    for (int i = 0; i < m; i++) {
-      ids[i] = b;
-      positions[i] = base + i;
-      toks[i] = tokens[start + i];
-      query_lengths[i] = base + i + 1;  // causal within the chunk
-    }
-    run_rows(model, cache, &s, ids, positions, toks, query_lengths, m, 0);
-    cache->lengths[b] += m;
-    if (start + m == n && logits)
-      lm_head_logits(logits, s.ln + (size_t)(m - 1) * C, model->globals, 1, C, V, (float)cfg->final_logit_softcapping);
+  RowsCall call = {.threads = caller_threads()};
+  for (int start = 0; start < n; start += cache->group_rows) {
+    int g = n - start < cache->group_rows ? n - start : cache->group_rows;
+    prefill_group(model, cache, &s, &call, b, tokens + start, g);
   }
+  if (logits) {
+    threads_for(&call, 2.0 * C * V);
+    lm_head_logits(logits, s.ln, model->globals, 1, C, V, (float)cfg->final_logit_softcapping);
+  }
+  restore_threads(call.threads);
   return 0;
 }
 

@@ -28,6 +28,9 @@ typedef struct GemmaKVCache {
   // step never allocates.
   float *scratch;    // one call's activations for R rows
   int *slots;        // (4R) row ids, positions, token ids, attended lengths
+  // Prefill runs layer by layer over groups of whole chunks (decode.c):
+  int group_rows;    // G: tokens per group, a multiple of chunk
+  float *group_x;    // (G, C) the group's residual stream
 } GemmaKVCache;
 
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err);
@@ -57,7 +60,10 @@ int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens,
 // and writes the next-token logits after the last token into logits (V;
 // may be NULL). Validates everything first: a failure changes nothing. The
 // cached keys and values equal what n decode steps would write, to float
-// rounding (tests/test_decode.c).
+// rounding (tests/test_decode.c); the attention gives each token the bits
+// a decode step gives it, the GEMMs run over a chunk's rows together. The
+// result depends on the tokens, the chunk size and the cached prefix only
+// (not on other sequences or the batch size).
 int gemma_prefill(GemmaModel *model, GemmaKVCache *cache, int b, const int *tokens, int n, float *logits,
                   FimiError *err);
 

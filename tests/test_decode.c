@@ -5,7 +5,9 @@
 // - inactive sequences are untouched, a full cache is an error;
 // - a chunked prefill (chunks smaller and larger than the prompt, across the
 //   sliding window) gives the decode steps' next-token logits and cache, and
-//   a copied sequence continues exactly as the original (bitwise);
+//   a copied sequence continues exactly as the original (bitwise); a long
+//   prefill (layer by layer over groups of chunks) equals chunk-by-chunk
+//   prefill bitwise;
 // - generation is reproducible from its seed, greedy generation follows the
 //   forward's argmax, and the sampler's distribution, temperature, top-p and
 //   tie rules behave as documented.
@@ -172,6 +174,53 @@ static void check_prefill(const char *preset, int R) {
   gemma_model_free(&model);
 }
 
+// A long prefill runs layer by layer over groups of whole chunks; that must
+// give, bitwise, what chunk after chunk gives: N tokens in one gemma_prefill
+// call (two groups, the last chunk short) against one call per chunk, on
+// sequence 1 of two caches with chunk rows R; the cached k/v of every layer
+// and the next-token logits are compared.
+static void check_prefill_groups(const char *preset, int R, int N) {
+  FimiError err = {0};
+  GemmaConfig cfg;
+  GemmaModel model;
+  if (make_model(preset, 9, &cfg, &model) != 0) return;
+  int V = cfg.vocab_size, *tokens = malloc(sizeof(int) * N);
+  Rng rng;
+  rng_seed(&rng, 12);
+  for (int i = 0; i < N; i++) tokens[i] = (int)(rng_next_u64(&rng) % (uint64_t)V);
+  GemmaKVCache whole, chunked;
+  float *lw = malloc(sizeof(float) * V), *lc = malloc(sizeof(float) * V);
+  int ok = gemma_kv_cache_create_rows(&whole, &cfg, 2, N, R, &err) == 0 &&
+           gemma_kv_cache_create_rows(&chunked, &cfg, 2, N, R, &err) == 0;
+  CHECK(ok, "%s", err.message);
+  if (!ok) return;
+  CHECK(N > whole.group_rows && whole.group_rows % R == 0, "%d tokens should span groups of %d", N, whole.group_rows);
+  CHECK(gemma_prefill(&model, &whole, 1, tokens, N, lw, &err) == 0, "%s", err.message);
+  for (int start = 0; start < N; start += R) {
+    int m = N - start < R ? N - start : R;
+    CHECK(gemma_prefill(&model, &chunked, 1, tokens + start, m, lc, &err) == 0, "%s", err.message);
+  }
+  CHECK(whole.lengths[1] == N && chunked.lengths[1] == N && whole.lengths[0] == 0, "lengths %d %d %d",
+        whole.lengths[1], chunked.lengths[1], whole.lengths[0]);
+  size_t kvd = (size_t)cfg.num_key_value_heads * cfg.head_dim, rows = (size_t)N * kvd;
+  int differ = memcmp(lw, lc, sizeof(float) * V) != 0;
+  for (int l = 0; l < cfg.num_hidden_layers; l++) {
+    size_t seq1 = (((size_t)l * 2 + 1) * N) * kvd;  // cache[l][1][0]
+    differ += memcmp(whole.k + seq1, chunked.k + seq1, rows * sizeof(float)) != 0;
+    differ += memcmp(whole.v + seq1, chunked.v + seq1, rows * sizeof(float)) != 0;
+  }
+  CHECK(differ == 0, "%s R=%d N=%d: grouped prefill differs from chunk-by-chunk prefill (%d of %d arrays)", preset, R,
+        N, differ, 1 + 2 * cfg.num_hidden_layers);
+  printf("%s: prefill of %d tokens in groups of %d (chunks of %d) = chunk by chunk: %s\n", preset, N,
+         whole.group_rows, R, differ ? "no" : "bitwise");
+  gemma_kv_cache_free(&whole);
+  gemma_kv_cache_free(&chunked);
+  free(tokens);
+  free(lw);
+  free(lc);
+  gemma_model_free(&model);
+}
+
 static void log_token(void *ctx, int b, int token) {
   TokenLog *log = ctx;
   log->count++;
@@ -301,6 +350,8 @@ int main(void) {
   check_prefill("tiny", 5);
   check_prefill("tiny", 64);
   check_prefill("tiny-gemma2", 8);
+  check_prefill_groups("tiny", 5, 1103);       // groups of 1020 tokens, last chunk 3 tokens
+  check_prefill_groups("tiny-gemma2", 300, 1000);  // groups of 900 (3 chunks)
   check_generation("tiny");
   check_generation("tiny-gemma2");
   check_sampler();
