@@ -185,6 +185,10 @@ static int write_outputs(const EvalResults *r, const char *path, FimiError *err)
 }
 
 static int cmd_eval_run(int argc, char **argv) {
+  if (cli_wants_help(argc, argv, 1)) {
+    eval_usage(stdout);
+    return 0;
+  }
   FimiError err = {0};
   CliOptions opts;
   int rest = cli_parse_common(&opts, argc, argv, &err);
@@ -230,6 +234,10 @@ static int read_all(int n, char **paths, EvalResults *runs, FimiError *err) {
 }
 
 static int cmd_eval_compare(int argc, char **argv) {
+  if (cli_wants_help(argc, argv, 1)) {
+    eval_usage(stdout);
+    return 0;
+  }
   FimiError err = {0};
   const char *out = NULL, *files[2];
   int n = 0;
@@ -263,6 +271,10 @@ static int cmd_eval_compare(int argc, char **argv) {
 }
 
 static int cmd_eval_ladder(int argc, char **argv) {
+  if (cli_wants_help(argc, argv, 1)) {
+    eval_usage(stdout);
+    return 0;
+  }
   FimiError err = {0};
   int n = argc - 1;
   for (int i = 1; i < argc; i++)
@@ -286,9 +298,9 @@ static int cmd_eval_ladder(int argc, char **argv) {
 }
 
 int cmd_eval(int argc, char **argv) {
-  if (argc < 2 || cli_wants_help(argc, argv, 1)) {
-    eval_usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? CLI_EXIT_USAGE : 0;
+  if (argc < 2) {
+    eval_usage(stderr);
+    return CLI_EXIT_USAGE;
   }
   if (!strcmp(argv[1], "compare")) return cmd_eval_compare(argc - 1, argv + 1);
   if (!strcmp(argv[1], "ladder")) return cmd_eval_ladder(argc - 1, argv + 1);

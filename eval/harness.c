@@ -48,18 +48,42 @@ static void progress_note(Progress *p, const EvalResults *out, int first, int do
 
 // ---- model episodes ---------------------------------------------------------------------------
 
+// How many leading ids spell the turn's role line ("model\n"): the
+// shortest prefix whose text ends at its first newline (0: none in the
+// first few). Decoded apart from the body because a run of byte tokens
+// that is not valid UTF-8 decodes to U+FFFD as a whole (as `tokenizers`
+// does), which would swallow the newline of a role line followed by
+// broken sampled bytes.
+static int role_tokens(const Tokenizer *tok, const int32_t *ids, int n, FimiError *err) {
+  for (int k = 1; k <= n && k <= 8; k++) {
+    char *text = NULL;
+    size_t len = 0;
+    if (tokenizer_decode(tok, ids, (size_t)k, 0, &text, &len, err) != 0) return -1;
+    char *newline = memchr(text, '\n', len);
+    int ends = newline && newline == text + len - 1;
+    free(text);
+    if (newline) return ends ? k : 0;
+  }
+  return 0;
+}
+
 // One chat turn of the ids: the role line and the text up to <end_of_turn>.
 static int add_turn(cJSON *trajectory, const Tokenizer *tok, const int32_t *ids, int n, int sampled, FimiError *err) {
-  char *text = NULL;
-  size_t len = 0;
-  if (tokenizer_decode(tok, ids, (size_t)n, 0, &text, &len, err) != 0) return -1;
-  char *newline = memchr(text, '\n', len);
+  int k = role_tokens(tok, ids, n, err);
+  char *role = NULL, *text = NULL;
+  size_t role_len = 0, len = 0;
+  if (k < 0 || tokenizer_decode(tok, ids, (size_t)k, 0, &role, &role_len, err) != 0) return -1;
+  if (tokenizer_decode(tok, ids + k, (size_t)(n - k), 0, &text, &len, err) != 0) {
+    free(role);
+    return -1;
+  }
+  if (role_len > 0) role[role_len - 1] = '\0';  // the newline
   cJSON *turn = cJSON_CreateObject();
-  if (newline) *newline = '\0';
-  cJSON_AddStringToObject(turn, "role", newline ? text : "");
-  cJSON_AddStringToObject(turn, "text", newline ? newline + 1 : text);
+  cJSON_AddStringToObject(turn, "role", role);
+  cJSON_AddStringToObject(turn, "text", text);
   cJSON_AddBoolToObject(turn, "sampled", sampled);
   cJSON_AddItemToArray(trajectory, turn);
+  free(role);
   free(text);
   return 0;
 }

@@ -276,7 +276,8 @@ static void test_model(void) {
       int is_model = !strcmp(cJSON_GetObjectItem(t, "role")->valuestring, "model");
       sampled += cJSON_IsTrue(cJSON_GetObjectItem(t, "sampled"));
       users += !strcmp(cJSON_GetObjectItem(t, "role")->valuestring, "user");
-      CHECK(!is_model || cJSON_IsTrue(cJSON_GetObjectItem(t, "sampled")), "model turns are sampled");
+      CHECK(is_model == cJSON_IsTrue(cJSON_GetObjectItem(t, "sampled")), "sampled turns are the model's, role \"%s\"",
+            cJSON_GetObjectItem(t, "role")->valuestring);
     }
     CHECK(sampled == e->turns && users >= 1 && e->generated > 0 && e->tokens > e->generated,
           "episode %d: %d sampled turns, %d model turns", i, sampled, e->turns);
