@@ -315,3 +315,11 @@ int cli_rollout_settings(const Config *c, RolloutConfig *r, int *row_invariant, 
   if (*prefill_chunk < 1 || *prefill_chunk > 65536) return fimi_fail(err, "rollout.prefill_chunk must be in [1, 65536]");
   return 0;
 }
+
+int cli_sibling_path(const char *json_path, const char *suffix, char *out, size_t size, FimiError *err) {
+  size_t n = strlen(json_path);
+  int cut = n > 5 && !strcmp(json_path + n - 5, ".json");
+  if ((size_t)snprintf(out, size, "%.*s%s", (int)(cut ? n - 5 : n), json_path, suffix) >= size)
+    return fimi_fail(err, "%s: path too long", json_path);
+  return 0;
+}

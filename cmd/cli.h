@@ -45,6 +45,9 @@ const char *cli_flag_value(int argc, char **argv, int *i, FimiError *err);
 int cli_parse_int(const char *flag, const char *text, long min, long max, long *out, FimiError *err);
 int cli_parse_float(const char *flag, const char *text, double *out, FimiError *err);
 
+// A file beside a JSON output: "X.json" -> "X<suffix>" (FILE<suffix> when the
+// path has no .json ending), e.g. results.json -> results.md.
+int cli_sibling_path(const char *json_path, const char *suffix, char *out, size_t size, FimiError *err);
 // An int key that must fit an int (errors name section.key).
 int cli_get_int(const Config *c, const char *section, const char *key, int *out, FimiError *err);
 // The rollout engine's settings shared by fimi train (grpo) and fimi eval:

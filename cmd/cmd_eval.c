@@ -163,18 +163,9 @@ static int run_model(const EvalArgs *a, const EvalConfig *e, Device device, int 
   return rc;
 }
 
-// results.json -> results.md (or FILE.md when there is no .json suffix).
-static int markdown_path(const char *json_path, char *out, size_t size, FimiError *err) {
-  size_t n = strlen(json_path);
-  int cut = n > 5 && !strcmp(json_path + n - 5, ".json");
-  if ((size_t)snprintf(out, size, "%.*s.md", (int)(cut ? n - 5 : n), json_path) >= size)
-    return fimi_fail(err, "%s: path too long", json_path);
-  return 0;
-}
-
 static int write_outputs(const EvalResults *r, const char *path, FimiError *err) {
   char md[4096];
-  if (eval_results_write(r, path, err) != 0 || markdown_path(path, md, sizeof md, err) != 0) return -1;
+  if (eval_results_write(r, path, err) != 0 || cli_sibling_path(path, ".md", md, sizeof md, err) != 0) return -1;
   FILE *f = fopen(md, "w");
   if (!f) return fimi_fail(err, "%s: cannot write", md);
   int rc = eval_summary_markdown(r, f, err);

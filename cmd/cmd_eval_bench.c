@@ -30,15 +30,6 @@ static void bench_usage(FILE *out) {
           "  score: judge a result file of fimi eval whose tasks are the cases' (bench.tasks.jsonl)\n");
 }
 
-// "X.json" -> "X<suffix>" (or FILE<suffix> without .json).
-static int sibling(const char *json_path, const char *suffix, char *out, size_t size, FimiError *err) {
-  size_t n = strlen(json_path);
-  int cut = n > 5 && !strcmp(json_path + n - 5, ".json");
-  if ((size_t)snprintf(out, size, "%.*s%s", (int)(cut ? n - 5 : n), json_path, suffix) >= size)
-    return fimi_fail(err, "%s: path too long", json_path);
-  return 0;
-}
-
 // ---- judging ---------------------------------------------------------------------------------
 
 static int judge_and_write(const BenchSet *set, const EvalResults *results, const char *cases_file,
@@ -50,7 +41,7 @@ static int judge_and_write(const BenchSet *set, const EvalResults *results, cons
   snprintf(run.results_file, sizeof run.results_file, "%s", results_file);
   char md[4096];
   int rc = bench_run_write(&run, out, err);
-  if (rc == 0) rc = sibling(out, ".md", md, sizeof md, err);
+  if (rc == 0) rc = cli_sibling_path(out, ".md", md, sizeof md, err);
   FILE *f = rc == 0 ? fopen(md, "w") : NULL;
   if (rc == 0 && !f) rc = fimi_fail(err, "%s: cannot write", md);
   if (rc == 0) rc = bench_run_markdown(&run, f, err);
@@ -210,8 +201,8 @@ static int cmd_bench_run(int argc, char **argv) {
   BenchArgs a;
   char tasks_path[4096], episodes_path[4096];
   BenchSet set = {0};
-  if (parse_bench_args(argc, argv, &a, &err) != 0 || sibling(a.out, ".tasks.jsonl", tasks_path, sizeof tasks_path, &err) ||
-      sibling(a.out, ".episodes.json", episodes_path, sizeof episodes_path, &err) ||
+  if (parse_bench_args(argc, argv, &a, &err) != 0 || cli_sibling_path(a.out, ".tasks.jsonl", tasks_path, sizeof tasks_path, &err) ||
+      cli_sibling_path(a.out, ".episodes.json", episodes_path, sizeof episodes_path, &err) ||
       bench_set_load(a.cases, &set, &err) != 0)
     return cli_fail("eval bench", &err);
   int rc = write_tasks(&set, tasks_path, &err);
