@@ -34,6 +34,11 @@ int mcp_server_create(BankEpisode *bank, size_t max_message_bytes, McpServer **o
   McpServer *server = fimi_calloc(1, sizeof *server, err);
   if (!server) return -1;
   server->bank = bank;
+  // A session is a new conversation: nobody verified, no attempts used.
+  bank->customer_id[0] = '\0';
+  bank->failed_verifications = 0;
+  bank->confirmation_given = 0;
+  bank->transferred_to_human = 0;
   server->max_message_bytes = max_message_bytes ? max_message_bytes : MCP_DEFAULT_MAX_MESSAGE_BYTES;
   *out = server;
   return 0;

@@ -25,6 +25,7 @@ typedef struct McpServer McpServer;
 
 // The session serves `bank` (which it neither owns nor closes) with
 // messages of at most max_message_bytes (0: MCP_DEFAULT_MAX_MESSAGE_BYTES).
+// The bank's session state is cleared: the session starts unverified.
 int mcp_server_create(BankEpisode *bank, size_t max_message_bytes, McpServer **out, FimiError *err);
 void mcp_server_free(McpServer *server);
 
