@@ -9,6 +9,7 @@
 #include "cmd/cli.h"
 #include "cmd/rollout_cuda.h"
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/progress.h"
 #include "eval/harness.h"
 #include "eval/summary.h"
@@ -250,11 +251,7 @@ static int cmd_eval_compare(int argc, char **argv) {
   if (read_all(2, (char **)files, runs, &err) != 0) return cli_fail("eval compare", &err);
   cJSON *json = NULL;
   int rc = eval_compare(&runs[0], &runs[1], stdout, &json, &err);
-  if (rc == 0 && out) {
-    char *text = cJSON_Print(json);
-    rc = text ? file_write_atomic(out, text, strlen(text), &err) : fimi_fail(&err, "out of memory");
-    free(text);
-  }
+  if (rc == 0 && out) rc = json_write_file(out, json, &err);
   cJSON_Delete(json);
   eval_results_free(&runs[0]);
   eval_results_free(&runs[1]);

@@ -110,3 +110,11 @@ int json_get_string(const cJSON *obj, const char *key, int required, char *out, 
   memcpy(out, item->valuestring, n + 1);
   return 0;
 }
+
+int json_write_file(const char *path, const cJSON *value, FimiError *err) {
+  char *text = cJSON_Print(value);
+  if (!text) return fimi_fail(err, "%s: out of memory printing JSON", path);
+  int rc = file_write_atomic(path, text, strlen(text), err);
+  cJSON_free(text);
+  return rc;
+}

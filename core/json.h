@@ -23,6 +23,8 @@ int json_get_double(const cJSON *obj, const char *key, int required, double *out
 int json_get_bool(const cJSON *obj, const char *key, int required, int *out, const char *what, FimiError *err);
 // Copies into out (size out_size); fails if the string does not fit.
 int json_get_string(const cJSON *obj, const char *key, int required, char *out, size_t out_size, const char *what, FimiError *err);
+// Prints value (indented) and writes it to path atomically (fileio.h).
+int json_write_file(const char *path, const cJSON *value, FimiError *err);
 // True when the key is absent or JSON null.
 int json_is_missing(const cJSON *obj, const char *key);
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
+#include "core/json.h"
 
 void bench_run_free(BenchRun *r) {
   if (!r) return;
@@ -256,11 +256,8 @@ cJSON *bench_run_json(const BenchRun *r, FimiError *err) {
 int bench_run_write(const BenchRun *r, const char *path, FimiError *err) {
   cJSON *o = bench_run_json(r, err);
   if (!o) return fimi_fail_wrap(err, "%s", path);
-  char *text = cJSON_Print(o);
+  int rc = json_write_file(path, o, err);
   cJSON_Delete(o);
-  if (!text) return fimi_fail(err, "%s: out of memory", path);
-  int rc = file_write_atomic(path, text, strlen(text), err);
-  free(text);
   return rc;
 }
 

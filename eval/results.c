@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
 #include "core/json.h"
 #include "eval/summary.h"
 
@@ -133,11 +132,8 @@ cJSON *eval_results_to_json(const EvalResults *r, FimiError *err) {
 int eval_results_write(const EvalResults *r, const char *path, FimiError *err) {
   cJSON *o = eval_results_to_json(r, err);
   if (!o) return fimi_fail_wrap(err, "%s", path);
-  char *text = cJSON_Print(o);
+  int rc = json_write_file(path, o, err);
   cJSON_Delete(o);
-  if (!text) return fimi_fail(err, "%s: out of memory", path);
-  int rc = file_write_atomic(path, text, strlen(text), err);
-  free(text);
   return rc;
 }
 

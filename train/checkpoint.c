@@ -342,11 +342,8 @@ static int write_trainer_state(const char *path, const TrainerState *ts, FimiErr
     }
     cJSON_AddItemToObject(root, "objective_state", state);
   }
-  char *text = cJSON_Print(root);
+  int rc = json_write_file(path, root, err);
   cJSON_Delete(root);
-  if (!text) return fimi_fail(err, "out of memory writing %s", path);
-  int rc = file_write_atomic(path, text, strlen(text), err);
-  free(text);
   return rc;
 }
 
