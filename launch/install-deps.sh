@@ -43,5 +43,5 @@ if [ "${1:-}" = "--python" ]; then
     python3 -m venv "$FIMI_ROOT/.venv"
   fi
   # torch/transformers are optional (large): hf_parity.py skips without them.
-  "$FIMI_ROOT/.venv/bin/pip" install -q --disable-pip-version-check pytest numpy safetensors tokenizers h5py
+  "$FIMI_ROOT/.venv/bin/pip" install -q --disable-pip-version-check pytest numpy safetensors tokenizers h5py mcp
 fi
