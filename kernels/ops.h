@@ -74,14 +74,18 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout, cons
 // query's position is lengths[b] - 1). out (B, nh, hd).
 void attention_decode(float *out, const float *q, const float *k_cache, const float *v_cache, const int *lengths,
                       int B, int S, int nh, int nkv, int hd, int window, float softcap, float scale);
-// Prefill: N queries of ONE sequence (a chunk) against its cache, the chunk's
-// own k/v already written: q (N, nh, hd), k_cache and v_cache (S, nkv, hd),
-// lengths (N), out (N, nh, hd); query i sees cache rows [0, lengths[i])
-// (its position is lengths[i] - 1), window and softcap as above. Each query
-// gives the bits attention_decode gives it (B = 1, lengths + i); key tiles
-// are shared by the chunk's queries. A length outside [1, S]: zero row.
-void attention_prefill(float *out, const float *q, const float *k_cache, const float *v_cache, const int *lengths,
-                       int N, int S, int nh, int nkv, int hd, int window, float softcap, float scale);
+// Decode rows or a prefill chunk against a cache whose keys are kept
+// transposed per tile of ATTN_CACHE_TILE positions: k_tiles (B, ceil(S/TILE),
+// nkv, hd, TILE), element [b][p / TILE][h][d][p % TILE] = key d of head h at
+// position p; v_cache (B, S, nkv, hd). Query i (q, out (N, nh, hd)) belongs
+// to sequence seqs[i] (N) and sees its rows [0, lengths[i]) (N), its own k/v
+// already written; window and softcap as above. Each query gives the bits
+// attention_decode gives it on the row-layout cache; consecutive queries of
+// one sequence share each key tile. A length outside [1, S]: zero row.
+#define ATTN_CACHE_TILE 64
+void attention_cached(float *out, const float *q, const float *k_tiles, const float *v_cache, const int *seqs,
+                      const int *lengths, int N, int S, int nh, int nkv, int hd, int window, float softcap,
+                      float scale);
 
 // ---- GeGLU: out = gelu_tanh(gate) * up ----
 // out, gate, up (n) elementwise (n = N * intermediate)

@@ -1,10 +1,11 @@
 // model/decode.c: incremental decoding with a KV cache, chunked prefill,
 // sampling, and batched generation (see decode.h). One decode step runs the
 // same layer math as gemma.c's forward for one new token per active
-// sequence, a prefill chunk for a chunk of one sequence (its attention one
-// attention_prefill call, layer by layer over groups of chunks); the layer
-// settings come from gemma_attn_spec so the paths cannot disagree. Ops too
-// small to pay for waking threads run on the calling thread (SERIAL_WORK).
+// sequence, a prefill chunk for a chunk of one sequence (layer by layer over
+// groups of chunks); attention reads the keys from tiles kept transposed in
+// the cache (attention_cached); the layer settings come from gemma_attn_spec
+// so the paths cannot disagree. Ops too small to pay for waking threads run
+// on the calling thread (SERIAL_WORK).
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -58,6 +59,14 @@ static size_t carve_step(StepBuffers *s, float *base, const GemmaConfig *cfg, si
 // so the results are those of chunk after chunk, bitwise (test_decode.c).
 #define PREFILL_GROUP_TOKENS 1024
 
+// Key tiles of a sequence of `capacity` positions.
+static size_t key_tiles(int capacity) { return ((size_t)capacity + ATTN_CACHE_TILE - 1) / ATTN_CACHE_TILE; }
+
+// Floats of cache->k_tiles per (layer, sequence).
+static size_t seq_tile_floats(const GemmaKVCache *cache, const GemmaConfig *cfg) {
+  return key_tiles(cache->capacity) * ATTN_CACHE_TILE * (size_t)cfg->num_key_value_heads * cfg->head_dim;
+}
+
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err) {
   return gemma_kv_cache_create_rows(cache, cfg, batch, capacity, batch, err);
 }
@@ -78,8 +87,10 @@ int gemma_kv_cache_create_rows(GemmaKVCache *cache, const GemmaConfig *cfg, int 
   cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
   cache->k = fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err);
   cache->v = cache->k ? fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err) : NULL;
+  size_t tiled = (size_t)batch * key_tiles(capacity) * ATTN_CACHE_TILE * kvd * cfg->num_hidden_layers;
+  cache->k_tiles = cache->v ? fimi_calloc(tiled, sizeof(float), err) : NULL;
   StepBuffers views;
-  cache->scratch = cache->v ? fimi_malloc(carve_step(&views, NULL, cfg, (size_t)cache->rows) * sizeof(float), err) : NULL;
+  cache->scratch = cache->k_tiles ? fimi_malloc(carve_step(&views, NULL, cfg, (size_t)cache->rows) * sizeof(float), err) : NULL;
   cache->slots = cache->scratch ? fimi_calloc(4 * (size_t)cache->rows, sizeof(int), err) : NULL;
   cache->group_rows = rows * (PREFILL_GROUP_TOKENS / rows > 1 ? PREFILL_GROUP_TOKENS / rows : 1);
   size_t group_floats = (size_t)cache->group_rows * cfg->hidden_size;
@@ -96,6 +107,7 @@ void gemma_kv_cache_free(GemmaKVCache *cache) {
   free(cache->lengths);
   free(cache->k);
   free(cache->v);
+  free(cache->k_tiles);
   free(cache->scratch);
   free(cache->slots);
   free(cache->group_x);
@@ -160,35 +172,38 @@ static void restore_threads(int threads) {
 }
 
 // Attention of the call's queries against their sequences' caches for layer
-// l. A prefill chunk runs as one attention_prefill call (its queries share
-// each key tile); decode rows as one attention_decode per run of consecutive
-// sequences.
+// l: one attention_cached call (a prefill chunk's queries share each key
+// tile, decode rows of a GQA group share theirs).
 static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, int l, const StepBuffers *s,
                           const RowsCall *c, const GemmaAttnSpec *spec) {
   const GemmaConfig *cfg = &model->config;
   int B = cache->batch, S = cache->capacity, nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads;
-  int hd = cfg->head_dim, qd = nh * hd, n = c->n;
+  int hd = cfg->head_dim, n = c->n;
   size_t kvd = (size_t)nkv * hd;
-  const float *kc = cache->k + (size_t)l * B * S * kvd;  // (B, S, nkv, hd) for this layer
-  const float *vc = cache->v + (size_t)l * B * S * kvd;
+  const float *k_tiles = cache->k_tiles + (size_t)l * B * seq_tile_floats(cache, cfg);  // this layer's
+  const float *vc = cache->v + (size_t)l * B * S * kvd;                                 // (B, S, nkv, hd)
   double keys = 0;  // (query, key) pairs attended
   for (int i = 0; i < n; i++) {
     int len = c->query_lengths[i];
     keys += spec->window > 0 && spec->window < len ? spec->window : len;
   }
   threads_for(c, 4.0 * keys * nh * hd);
-  if (c->prefill) {
-    size_t b = (size_t)c->ids[0];
-    attention_prefill(s->att, s->q, kc + b * S * kvd, vc + b * S * kvd, c->query_lengths, n, S, nh, nkv, hd,
-                      spec->window, spec->softcap, spec->scale);
-    return;
-  }
-  for (int i = 0; i < n;) {
-    int run = decode_run_length(c->ids, n, i), b0 = c->ids[i];
-    attention_decode(s->att + (size_t)i * qd, s->q + (size_t)i * qd, kc + (size_t)b0 * S * kvd,
-                     vc + (size_t)b0 * S * kvd, c->query_lengths + i, run, S, nh, nkv, hd, spec->window,
-                     spec->softcap, spec->scale);
-    i += run;
+  attention_cached(s->att, s->q, k_tiles, vc, c->ids, c->query_lengths, n, S, nh, nkv, hd, spec->window,
+                   spec->softcap, spec->scale);
+}
+
+// Writes the call's new keys and values (n, nkv, hd) into layer l's cache:
+// rows of k and v, and columns of k_tiles.
+static void write_cache(GemmaKVCache *cache, const GemmaConfig *cfg, int l, const StepBuffers *s, const RowsCall *c) {
+  int nkv = cfg->num_key_value_heads, hd = cfg->head_dim, T = ATTN_CACHE_TILE;
+  size_t kvd = (size_t)nkv * hd, B = cache->batch, S = cache->capacity, seq_tiles = seq_tile_floats(cache, cfg);
+  for (int i = 0; i < c->n; i++) {
+    size_t b = c->ids[i], p = c->positions[i];
+    size_t row = ((l * B + b) * S + p) * kvd;  // cache[l][b][p]
+    memcpy(cache->k + row, s->k + (size_t)i * kvd, kvd * sizeof(float));
+    memcpy(cache->v + row, s->v + (size_t)i * kvd, kvd * sizeof(float));
+    float *tile = cache->k_tiles + (l * B + b) * seq_tiles + (p / T) * T * kvd;  // (nkv, hd, T) holding p
+    for (size_t x = 0; x < kvd; x++) tile[x * T + p % T] = s->k[(size_t)i * kvd + x];
   }
 }
 
@@ -232,12 +247,7 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
   }
   rope_forward(s->q, s->q, c->positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale);
   rope_forward(s->k, s->k, c->positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
-  size_t B = cache->batch, S = cache->capacity;
-  for (int i = 0; i < n; i++) {
-    size_t row = (((size_t)l * B + c->ids[i]) * S + c->positions[i]) * kvd;  // cache[l][b][pos]
-    memcpy(cache->k + row, s->k + (size_t)i * kvd, (size_t)kvd * sizeof(float));
-    memcpy(cache->v + row, s->v + (size_t)i * kvd, (size_t)kvd * sizeof(float));
-  }
+  write_cache(cache, cfg, l, s, c);
   attend_cached(model, cache, l, s, c, &spec);
   rows_matmul(c, s->o, s->att, w + off.o, qd, C);
   threads_for(c, elementwise);
@@ -375,10 +385,15 @@ int gemma_kv_cache_copy_sequence(GemmaKVCache *cache, const GemmaConfig *cfg, in
   if (dst == src) return 0;
   size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim, S = cache->capacity, B = cache->batch;
   size_t bytes = (size_t)cache->lengths[src] * kvd * sizeof(float);
+  // whole tiles up to the one holding the last position (columns past the
+  // length are never read)
+  size_t seq_tiles = seq_tile_floats(cache, cfg);
+  size_t tile_bytes = key_tiles(cache->lengths[src]) * ATTN_CACHE_TILE * kvd * sizeof(float);
   for (int l = 0; l < cfg->num_hidden_layers; l++) {
     size_t from = (((size_t)l * B + src) * S) * kvd, to = (((size_t)l * B + dst) * S) * kvd;
     memcpy(cache->k + to, cache->k + from, bytes);
     memcpy(cache->v + to, cache->v + from, bytes);
+    memcpy(cache->k_tiles + (l * B + dst) * seq_tiles, cache->k_tiles + (l * B + src) * seq_tiles, tile_bytes);
   }
   cache->lengths[dst] = cache->lengths[src];
   return 0;

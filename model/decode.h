@@ -24,6 +24,9 @@ typedef struct GemmaKVCache {
   int *lengths;      // (B) tokens currently cached per sequence
   float *k;          // (L, B, S, nkv, hd)
   float *v;          // (L, B, S, nkv, hd)
+  // The keys again, transposed per tile of ATTN_CACHE_TILE positions, which
+  // is what the CPU attention reads (kernels/ops.h attention_cached):
+  float *k_tiles;    // (L, B, ceil(S / TILE), nkv, hd, TILE)
   // One decode step's activations for up to B rows, carved by decode.c, so a
   // step never allocates.
   float *scratch;    // one call's activations for R rows
