@@ -117,6 +117,11 @@ int mcp_message_read(const char *text, size_t length, size_t max_bytes, McpMessa
     mcp_message_free(msg);
     return -1;
   }
+  // A valid message answers with msg->id; the copy was only for errors.
+  if (id_out) {
+    cJSON_Delete(*id_out);
+    *id_out = NULL;
+  }
   return 0;
 }
 

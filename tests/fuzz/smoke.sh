@@ -18,6 +18,7 @@ TARGETS=(
   "fuzz_tokenizer_json:tokenizer.dict:$dir/seeds/tokenizer"
   "fuzz_toolcall:toolcall.dict:tests/fuzz/seeds/toolcall"
   "fuzz_env_tools:env_tools.dict:tests/fuzz/seeds/env_tools"
+  "fuzz_mcp:mcp.dict:tests/fuzz/seeds/mcp"
 )
 names=()
 for entry in "${TARGETS[@]}"; do names+=("${entry%%:*}"); done
