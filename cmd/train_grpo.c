@@ -7,59 +7,42 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd/cli.h"
 #include "core/fileio.h"
 #include "core/log.h"
 #include "model/weights.h"
 #include "rl/env_mpi.h"
-
-static int get_int(const Config *c, const char *section, const char *key, int *out, FimiError *err) {
-  int64_t v = 0;
-  if (config_get_int(c, section, key, &v, err) != 0) return -1;
-  if (v < -(1 << 30) || v > (1 << 30)) return fimi_fail(err, "%s.%s: %lld is out of range", section, key, (long long)v);
-  *out = (int)v;
-  return 0;
-}
 
 int grpo_setup_read(const Config *c, uint64_t seed, GrpoSetup *out, FimiError *err) {
   memset(out, 0, sizeof *out);
   GrpoConfig *g = &out->grpo;
   grpo_config_default(g);
   g->seed = seed;
-  const char *reward, *agg, *catalog;
+  const char *reward, *agg;
   double temperature = 1, top_p = 1;
-  if (get_int(c, "grpo", "tasks_per_step", &g->tasks_per_step, err) ||
-      get_int(c, "grpo", "group_size", &g->group_size, err) ||
+  if (cli_get_int(c, "grpo", "tasks_per_step", &g->tasks_per_step, err) ||
+      cli_get_int(c, "grpo", "group_size", &g->group_size, err) ||
       !(reward = config_get_string(c, "grpo", "reward", err)) ||
       config_get_bool(c, "grpo", "scale_by_std", &g->scale_by_std, err) ||
       config_get_float(c, "grpo", "adv_eps", &g->adv_eps, err) ||
       config_get_float(c, "grpo", "pass_threshold", &g->pass_threshold, err) ||
-      get_int(c, "grpo", "updates_per_batch", &g->updates_per_batch, err) ||
+      cli_get_int(c, "grpo", "updates_per_batch", &g->updates_per_batch, err) ||
       config_get_float(c, "grpo", "clip_low", &g->loss.clip_low, err) ||
       config_get_float(c, "grpo", "clip_high", &g->loss.clip_high, err) ||
       config_get_float(c, "grpo", "kl_coef", &g->loss.kl_coef, err) ||
       !(agg = config_get_string(c, "grpo", "loss_aggregation", err)) ||
       config_get_float(c, "grpo", "temperature", &temperature, err) ||
       config_get_float(c, "grpo", "top_p", &top_p, err) ||
-      get_int(c, "grpo", "max_turn_tokens", &g->rollout.max_turn_tokens, err) ||
-      get_int(c, "grpo", "max_episode_tokens", &g->rollout.max_episode_tokens, err) ||
-      get_int(c, "grpo", "context", &g->rollout.context, err) ||
-      get_int(c, "grpo", "max_malformed", &g->rollout.max_malformed, err) ||
-      get_int(c, "grpo", "val_tasks", &g->val_tasks, err) || config_get_bool(c, "grpo", "val_greedy", &g->val_greedy, err) ||
+      cli_get_int(c, "grpo", "val_tasks", &g->val_tasks, err) ||
+      config_get_bool(c, "grpo", "val_greedy", &g->val_greedy, err) ||
       !(out->tasks_path = config_get_string(c, "env", "tasks", err)) ||
       !(out->val_path = config_get_string(c, "env", "val_tasks", err)) ||
-      !(catalog = config_get_string(c, "env", "catalog", err)) ||
-      get_int(c, "rollout", "slots", &g->rollout.slots, err) ||
-      config_get_bool(c, "rollout", "share_prefix", &g->rollout.share_prefix, err) ||
-      config_get_bool(c, "rollout", "row_invariant", &out->row_invariant, err) ||
-      get_int(c, "rollout", "prefill_chunk", &out->prefill_chunk, err))
+      cli_rollout_settings(c, &g->rollout, &out->row_invariant, &out->prefill_chunk, err))
     return -1;
   g->rollout.sampler = (SamplerConfig){(float)temperature, (float)top_p};
   if (grpo_reward_kind_parse(reward, &g->reward, err) != 0 ||
-      grpo_aggregation_parse(agg, &g->loss.aggregation, err) != 0 ||
-      env_catalog_mode_parse(catalog, &g->rollout.catalog, err) != 0)
+      grpo_aggregation_parse(agg, &g->loss.aggregation, err) != 0)
     return -1;
-  if (out->prefill_chunk < 1 || out->prefill_chunk > 65536)
-    return fimi_fail(err, "rollout.prefill_chunk must be in [1, 65536]");
   if (!out->tasks_path[0]) return fimi_fail(err, "env.tasks must name a task file (fimi env sample) for grpo");
   return grpo_config_validate(g, err);
 }
