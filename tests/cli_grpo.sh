@@ -3,7 +3,8 @@
 # configs/tiny-cpu-grpo.ini, made small (tests/lib_grpo.sh: 2 tasks x 4
 # rollouts a step, 48 tokens an episode, a 10-step SFT warm start). The
 # plumbing, not the learning: metrics.jsonl has the per-step GRPO fields
-# (docs/grpo.md, "Running GRPO") and validation + val_* at train.eval_every;
+# (docs/grpo.md, "Running GRPO"; with one train rank rank_rollouts is [8]
+# and time_exchange 0) and validation + val_* at train.eval_every;
 # step 1's ratio is 1 and nothing is clipped; OUT/best links to the first
 # step with the highest validation and survives keep_last; stop at step 2 +
 # --resume equals the straight run (weights bitwise, metrics minus timing);
@@ -12,7 +13,8 @@
 # a fresh one; grpo.kl_coef > 0 logs kl 0 at step 1 and > 0 after the first
 # update that moved the weights; reward_mean is the mean of strict_total
 # (grpo.reward = strict) or total (set); --dry-run prints the GRPO plan and
-# the rollout memory; config errors name the key. Usage: cli_grpo.sh PATH/TO/fimi
+# the rollout memory (and the rollouts every rank holds); config errors name
+# the key. Usage: cli_grpo.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,6 +47,9 @@ for r in rows:
     missing = [k for k in keys if k not in r]
     assert not missing, (r["step"], missing)
     assert sum(r[k] for k in r if k.startswith("end_")) == 8, r  # B x G rollouts, one end each
+    # one train rank: it played them all and exchanged nothing
+    assert r["rank_rollouts"] == [8] and r["time_exchange"] == 0, r
+    assert r["rank_decode_tokens"][0] > 0 and r["rank_prefill_tokens"][0] > 0, r
     assert r["fresh_rollouts"] is True and r["time_rollout"] > 0 and r["gen_tokens_per_s"] > 0, r
     assert r["kl"] == 0 and 0 <= r["clip_fraction"] <= 1, r
     for k in keys[:-1]:
@@ -56,6 +61,7 @@ for r in rows:
     if "validation" in r:
         assert r["validation"] == r["val_reward_mean"], r
         assert sum(r[k] for k in r if k.startswith("val_end_")) == 2, r  # grpo.val_tasks = 2
+        assert r["val_rank_rollouts"] == [2], r
 r1 = rows[0]
 assert abs(r1["ratio_mean"] - 1) < 1e-5 and r1["clip_fraction"] == 0, r1
 print("step 1 ratio_mean", r1["ratio_mean"], "grad_norm", [r["grad_norm"] for r in rows])' "$WORK/a/metrics.jsonl"
@@ -134,7 +140,7 @@ print("set", s["reward_mean"], "strict", a["reward_mean"])' "$WORK/set/metrics.j
 
 # --dry-run.
 expect_ok "dry run" run "$WORK/dry" --dry-run
-expect_true "dry run prints the grpo plan and the rollout memory" sh -c "grep -q 'grpo: 2 tasks x 4 rollouts a step' '$WORK/out' && grep -q 'rollout memory per train rank' '$WORK/out'"
+expect_true "dry run prints the grpo plan and the rollout memory" sh -c "grep -q 'grpo: 2 tasks x 4 rollouts a step' '$WORK/out' && grep -q 'rollout memory per train rank' '$WORK/out' && grep -q 'every rank holds all 8' '$WORK/out'"
 expect_true "dry run wrote nothing" test ! -e "$WORK/dry"
 
 # Errors name the key.
