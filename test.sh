@@ -8,7 +8,8 @@
 #                background at nice 19 while the Release ctest runs, so it
 #                takes only the cores ctest leaves idle; what is left shows here
 #   asan ctest   the parsers of untrusted input, bank, dataset, optimizer, DPO,
-#                MPI, stand-in and CLI tests under ASan+UBSan
+#                rollout, evaluation, MCP, MPI, stand-in and CLI tests under
+#                ASan+UBSan
 #   fuzz         a libFuzzer run of every fuzz target (tests/fuzz/smoke.sh;
 #                built in the background after the ASan build), as many
 #                targets at once as there are cores
@@ -91,7 +92,8 @@ ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decod
             test_chat test_toolcall test_env_db test_env_tools test_env_knowledge test_env_task test_env_episode
             test_env_families_b test_dataset test_ops_adamw test_optim test_dpo_loss test_dist_shard mpi_comm_test
             test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
-            test_gpu_train_standin env_mpi_test test_grpo_loss test_rollout test_env_transcript test_mcp)
+            test_gpu_train_standin env_mpi_test test_grpo_loss test_rollout test_env_transcript test_mcp
+            test_eval test_eval_bench rollout_exchange_test)
 # The parsers of untrusted input (files, model output, tool calls) again under
 # AddressSanitizer + UBSan: every malformed case must be rejected without a
 # memory error. The CLI scripts run against the sanitized binary too.
@@ -121,7 +123,7 @@ stage_done "asan build" "$([ "$SERIAL" != 1 ] && echo "what the background build
 # The GRPO CLI runs are left to the Release ctest: under ASan their SFT warm
 # starts and rollouts take over 15 minutes; the rollout engine and the GRPO
 # loss run under ASan in test_rollout and test_grpo_loss.
-(cd "$ASAN_DIR" && ctest --output-on-failure -j"$JOBS" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*|mpi_env_np3_env2)\$" \
+(cd "$ASAN_DIR" && ctest --output-on-failure -j"$JOBS" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*|mpi_env_np3_env2|mpi_rollout_exchange)\$" \
   -E "^cli_grpo.*\$" 2>&1 |
   tee ctest.log; exit "${PIPESTATUS[0]}")
 stage_done "asan ctest" "$(grep -E '^[0-9]+% tests passed' "$ASAN_DIR/ctest.log" || true)"
