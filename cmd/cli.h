@@ -70,6 +70,8 @@ int cmd_env(int argc, char **argv);
 // `fimi env transcripts` (cmd/cmd_env_transcripts.c).
 int cmd_env_transcripts(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+// `fimi dpo corpus build|pairs` (cmd/cmd_dpo.c).
+int cmd_dpo(int argc, char **argv);
 // `fimi eval` (cmd/cmd_eval.c).
 int cmd_eval(int argc, char **argv);
 // `fimi eval bench` (cmd/cmd_eval_bench.c).

@@ -22,6 +22,7 @@ static const Subcommand subcommands[] = {
     {"mcp", cmd_mcp, "serve the bank's tools over the Model Context Protocol (fimi mcp serve --db FILE)"},
     {"eval", cmd_eval, "evaluate a model or scripted agent on held-out tasks; compare and ladder result files"},
     {"train", cmd_train, "train a model: SFT on an HDF5 dataset, checkpoints, --resume (fimi train --config F.ini)"},
+    {"dpo", cmd_dpo, "the preference route's data: validated reference dialogs, pairs from a model's divergences"},
     {"data", cmd_data, "tokenize JSONL (SFT/DPO) into an HDF5 dataset, or summarize one (fimi data info F.h5)"},
     {"report", cmd_report, "plot a training run's metrics.jsonl, or bar charts of eval result files (PNG via gnuplot)"},
 };
