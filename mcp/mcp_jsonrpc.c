@@ -23,11 +23,21 @@ static int fail(int *code, int value, char *why, size_t why_size, const char *me
 }
 
 // Raw bytes below 0x20 are invalid inside JSON strings and, outside them,
-// only tab, CR and LF are whitespace; a message line never holds LF.
+// only tab, CR and LF are whitespace. A stdio line never holds LF; an HTTP
+// body may (pretty-printed JSON), but never inside a string.
 static int has_control_bytes(const char *text, size_t length) {
+  int in_string = 0, escaped = 0;
   for (size_t i = 0; i < length; i++) {
     unsigned char c = (unsigned char)text[i];
-    if (c < 0x20 && c != '\t' && c != '\r') return 1;
+    if (c < 0x20) {
+      if (c != '\t' && c != '\r' && (c != '\n' || in_string)) return 1;
+    } else if (escaped) {
+      escaped = 0;
+    } else if (in_string && c == '\\') {
+      escaped = 1;
+    } else if (c == '"') {
+      in_string = !in_string;
+    }
   }
   return 0;
 }

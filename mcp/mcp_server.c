@@ -120,9 +120,13 @@ char *mcp_server_handle(McpServer *server, const char *message, size_t length) {
     cJSON_Delete(id);
     return response;
   }
-  // Notifications (initialized, cancelled, ...) need no answer, and this
-  // server sends no requests, so a response is never awaited.
-  char *response = msg.kind == MCP_MSG_REQUEST ? handle_request(server, &msg) : NULL;
+  char *response = mcp_server_handle_message(server, &msg);
   mcp_message_free(&msg);
   return response;
+}
+
+char *mcp_server_handle_message(McpServer *server, const McpMessage *msg) {
+  // Notifications (initialized, cancelled, ...) need no answer, and this
+  // server sends no requests, so a response is never awaited.
+  return msg->kind == MCP_MSG_REQUEST ? handle_request(server, msg) : NULL;
 }

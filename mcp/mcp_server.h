@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "env/bank_db.h"
+#include "mcp/mcp_jsonrpc.h"
 
 // Newest first; none of them has JSON-RPC batches.
 #define MCP_PROTOCOL_LATEST "2025-11-25"
@@ -34,6 +35,11 @@ void mcp_server_free(McpServer *server);
 // is due (notifications, responses). Never fails on bad input: that is an
 // error response.
 char *mcp_server_handle(McpServer *server, const char *message, size_t length);
+
+// The same for a message already read with mcp_message_read, for a
+// transport that routes by the message first (HTTP: initialize opens a
+// session, notifications answer 202). msg stays the caller's.
+char *mcp_server_handle_message(McpServer *server, const McpMessage *msg);
 
 // The negotiated revision ("" before initialize) and the limit in force.
 const char *mcp_server_protocol_version(const McpServer *server);

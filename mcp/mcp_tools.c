@@ -7,6 +7,7 @@
 // a multi-query result is one consistent snapshot.
 #include "mcp/mcp_tools.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,10 @@ static cJSON *mcp_tool(int index) {
   return tool;
 }
 
+// env_tool_schema splits enum lists with strtok, whose state is global: the
+// HTTP transport lists tools from several threads, so one builds at a time.
+static pthread_mutex_t schema_lock = PTHREAD_MUTEX_INITIALIZER;
+
 cJSON *mcp_tools_list(void) {
   cJSON *result = cJSON_CreateObject();
   cJSON *tools = result ? cJSON_AddArrayToObject(result, "tools") : NULL;
@@ -53,7 +58,9 @@ cJSON *mcp_tools_list(void) {
     cJSON_Delete(result);
     return NULL;
   }
+  pthread_mutex_lock(&schema_lock);
   for (int i = 0, n = env_tool_count(); i < n; i++) cJSON_AddItemToArray(tools, mcp_tool(i));
+  pthread_mutex_unlock(&schema_lock);
   return result;
 }
 
