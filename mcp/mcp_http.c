@@ -1,0 +1,298 @@
+// mcp/mcp_http.c: the libmicrohttpd daemon of the Streamable HTTP transport
+// (see mcp_http.h). libmicrohttpd parses HTTP; this file only copies the
+// headers that matter into an McpHttpRequest, collects the body up to the
+// limit and sends the handler's McpHttpResponse back.
+#define _GNU_SOURCE  // pthread_condattr_setclock, strcasestr
+#include "mcp/mcp_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "core/log.h"
+
+// How often idle sessions are looked for (they are also refused on use
+// once past their time, so this only bounds how long their memory stays).
+#define SWEEP_PERIOD_S 1
+
+struct McpHttpServer {
+  McpHttpHandler *handler;
+  struct MHD_Daemon *daemon;
+  int port;
+  pthread_t sweeper;
+  int sweeper_started;
+  pthread_mutex_t stop_lock;
+  pthread_cond_t stop_cond;  // CLOCK_MONOTONIC
+  int stopping;
+};
+
+// A body over the limit is read and dropped up to this many times the
+// limit, so that a client sending it whole (most do, without Expect:
+// 100-continue) reads the 413 rather than a reset connection; past that
+// the connection is closed.
+#define DISCARD_FACTOR 4
+
+// One request's body as it arrives.
+typedef struct Upload {
+  char *data;
+  size_t length, capacity;
+  size_t dropped;  // bytes read past the limit (the body is refused)
+  int too_large;
+} Upload;
+
+static int parse_port(const char *text, int *port, FimiError *err) {
+  char *end = NULL;
+  long value = strtol(text, &end, 10);
+  if (!*text || *end || value < 0 || value > 65535 || text[0] == '-' || text[0] == '+')
+    return fimi_fail(err, "--http: port \"%s\" is not a number from 0 to 65535", text);
+  *port = (int)value;
+  return 0;
+}
+
+static int parse_ipv6(const char *text, McpHttpListen *out, FimiError *err) {
+  const char *close = strchr(text, ']');
+  if (!close || close[1] != ':') return fimi_fail(err, "--http: write an IPv6 address as [ADDRESS]:PORT");
+  char literal[INET6_ADDRSTRLEN];
+  size_t n = (size_t)(close - text - 1);
+  if (n >= sizeof literal) return fimi_fail(err, "--http: IPv6 address too long");
+  memcpy(literal, text + 1, n);
+  literal[n] = '\0';
+  struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->addr;
+  a->sin6_family = AF_INET6;
+  if (inet_pton(AF_INET6, literal, &a->sin6_addr) != 1)
+    return fimi_fail(err, "--http: \"%s\" is not an IPv6 address", literal);
+  if (parse_port(close + 2, &out->port, err) != 0) return -1;
+  a->sin6_port = htons((uint16_t)out->port);
+  out->addr_length = sizeof *a;
+  out->loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+  snprintf(out->host, sizeof out->host, "[%s]", literal);
+  return 0;
+}
+
+static int parse_ipv4(const char *text, McpHttpListen *out, FimiError *err) {
+  const char *colon = strrchr(text, ':');
+  if (!colon) return fimi_fail(err, "--http: expected ADDRESS:PORT, e.g. 127.0.0.1:8765");
+  char literal[INET_ADDRSTRLEN + 16];
+  size_t n = (size_t)(colon - text);
+  if (n >= sizeof literal) return fimi_fail(err, "--http: address too long");
+  memcpy(literal, text, n);
+  literal[n] = '\0';
+  // Names are not looked up; localhost is the one everybody means.
+  if (strcmp(literal, "localhost") == 0) snprintf(literal, sizeof literal, "127.0.0.1");
+  struct sockaddr_in *a = (struct sockaddr_in *)&out->addr;
+  a->sin_family = AF_INET;
+  if (inet_pton(AF_INET, literal, &a->sin_addr) != 1)
+    return fimi_fail(err, "--http: \"%s\" is not an IPv4 address (names other than localhost are not looked up)",
+                     literal);
+  if (parse_port(colon + 1, &out->port, err) != 0) return -1;
+  a->sin_port = htons((uint16_t)out->port);
+  out->addr_length = sizeof *a;
+  out->loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+  snprintf(out->host, sizeof out->host, "%s", literal);
+  return 0;
+}
+
+int mcp_http_parse_listen(const char *text, McpHttpListen *out, FimiError *err) {
+  memset(out, 0, sizeof *out);
+  if (!text || !*text) return fimi_fail(err, "--http: expected ADDRESS:PORT");
+  return text[0] == '[' ? parse_ipv6(text, out, err) : parse_ipv4(text, out, err);
+}
+
+static const char *header(struct MHD_Connection *c, const char *name) {
+  return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+static void fill_request(struct MHD_Connection *c, const char *url, const char *method, McpHttpRequest *q) {
+  memset(q, 0, sizeof *q);
+  q->method = method;
+  q->path = url;
+  q->host = header(c, MHD_HTTP_HEADER_HOST);
+  q->origin = header(c, MHD_HTTP_HEADER_ORIGIN);
+  q->authorization = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+  q->session_id = header(c, "Mcp-Session-Id");
+  q->protocol_version = header(c, "MCP-Protocol-Version");
+  q->content_type = header(c, MHD_HTTP_HEADER_CONTENT_TYPE);
+  q->accept = header(c, MHD_HTTP_HEADER_ACCEPT);
+  // libmicrohttpd has already refused a malformed Content-Length.
+  const char *length = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  q->content_length = length ? strtoll(length, NULL, 10) : -1;
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, McpHttpResponse *r) {
+  size_t n = r->body ? strlen(r->body) : 0;
+  struct MHD_Response *response =
+      r->body ? MHD_create_response_from_buffer(n, r->body, MHD_RESPMEM_MUST_FREE)
+              : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  if (!response) {
+    mcp_http_response_free(r);
+    return MHD_NO;  // out of memory: libmicrohttpd closes the connection
+  }
+  r->body = NULL;  // the response owns it now
+  if (n > 0) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  if (r->session_id[0]) MHD_add_response_header(response, "Mcp-Session-Id", r->session_id);
+  if (r->allow) MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, r->allow);
+  if (r->authenticate) MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"fimi\"");
+  // Answers hold customer data: no cache may keep them.
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  enum MHD_Result queued = MHD_queue_response(c, (unsigned int)r->status, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+// Appends a piece of the body, or counts it once the body is over the
+// limit. -1: the connection is to be closed (far past the limit, or out of
+// memory).
+static int append(Upload *u, const char *data, size_t n, size_t limit) {
+  if (u->too_large || u->length + n > limit) {
+    u->too_large = 1;
+    u->dropped += n;
+    return u->dropped > DISCARD_FACTOR * limit ? -1 : 0;
+  }
+  if (u->length + n + 1 > u->capacity) {
+    size_t capacity = u->capacity ? u->capacity : 4096;
+    while (capacity < u->length + n + 1) capacity *= 2;
+    char *grown = realloc(u->data, capacity);
+    if (!grown) return -1;
+    u->data = grown;
+    u->capacity = capacity;
+  }
+  memcpy(u->data + u->length, data, n);
+  u->length += n;
+  u->data[u->length] = '\0';
+  return 0;
+}
+
+// A refusal sent before the body is read, when the client waits for 100
+// Continue or the body is too large to drain; else the body is drained
+// first (see DISCARD_FACTOR).
+static int refuse_now(struct MHD_Connection *c, const McpHttpRequest *q, const McpHttpResponse *r, size_t limit) {
+  if (r->status != 413) return 1;
+  const char *expect = header(c, MHD_HTTP_HEADER_EXPECT);
+  if (expect && strcasestr(expect, "100-continue")) return 1;
+  return q->content_length > (long long)(DISCARD_FACTOR * limit);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **state) {
+  McpHttpServer *server = cls;
+  size_t limit = server->handler->policy.max_message_bytes;
+  McpHttpRequest q;
+  McpHttpResponse r;
+  fill_request(c, url, method, &q);
+  if (!*state) {
+    // Headers only: most refusals go out before any body is read.
+    int refused = mcp_http_check_headers(server->handler, &q, &r) != 0;
+    if (refused && refuse_now(c, &q, &r, limit)) return send_response(c, &r);
+    mcp_http_response_free(&r);
+    Upload *u = calloc(1, sizeof(Upload));
+    if (!u) return MHD_NO;
+    u->too_large = refused;  // over the limit: drained, then refused
+    *state = u;
+    return MHD_YES;
+  }
+  Upload *u = *state;
+  if (*upload_data_size > 0) {
+    if (append(u, upload_data, *upload_data_size, limit) != 0) {
+      log_warn("mcp http: a body far past the limit (or out of memory); connection closed");
+      return MHD_NO;
+    }
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  q.body = u->data;
+  q.body_length = u->length;
+  q.body_too_large = u->too_large;
+  mcp_http_handle(server->handler, &q, &r);
+  return send_response(c, &r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
+  Upload *u = *state;
+  if (u) free(u->data);
+  free(u);
+  *state = NULL;
+}
+
+static void *sweep(void *arg) {
+  McpHttpServer *s = arg;
+  pthread_mutex_lock(&s->stop_lock);
+  while (!s->stopping) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += SWEEP_PERIOD_S;
+    pthread_cond_timedwait(&s->stop_cond, &s->stop_lock, &deadline);
+    if (s->stopping) break;
+    pthread_mutex_unlock(&s->stop_lock);
+    mcp_sessions_expire(s->handler->sessions, mcp_sessions_now());
+    pthread_mutex_lock(&s->stop_lock);
+  }
+  pthread_mutex_unlock(&s->stop_lock);
+  return NULL;
+}
+
+static int start_sweeper(McpHttpServer *s, FimiError *err) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->stop_cond, &attr);
+  pthread_condattr_destroy(&attr);
+  pthread_mutex_init(&s->stop_lock, NULL);
+  if (pthread_create(&s->sweeper, NULL, sweep, s) != 0) return fimi_fail(err, "mcp http: no session sweeper thread");
+  s->sweeper_started = 1;
+  return 0;
+}
+
+int mcp_http_start(McpHttpHandler *handler, const McpHttpListen *listen, int allow_non_loopback, int max_connections,
+                   int connection_timeout_s, McpHttpServer **out, FimiError *err) {
+  *out = NULL;
+  if (!listen->loopback && !allow_non_loopback)
+    return fimi_fail(err, "--http %s:%d is not a loopback address; serving beyond this machine needs "
+                          "--allow-non-loopback (and TLS in front, docs/mcp.md)", listen->host, listen->port);
+  McpHttpServer *s = fimi_calloc(1, sizeof *s, err);
+  if (!s) return -1;
+  s->handler = handler;
+  if (start_sweeper(s, err) != 0) {
+    mcp_http_stop(s);
+    return -1;
+  }
+  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
+                       MHD_USE_ERROR_LOG | (listen->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  s->daemon = MHD_start_daemon(flags, (uint16_t)listen->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                               (const struct sockaddr *)&listen->addr, MHD_OPTION_CONNECTION_LIMIT,
+                               (unsigned int)max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                               (unsigned int)connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                               MHD_OPTION_END);
+  if (!s->daemon) {
+    mcp_http_stop(s);
+    return fimi_fail(err, "--http %s:%d: could not listen (address in use, or not this machine's)", listen->host,
+                     listen->port);
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = info ? info->port : listen->port;
+  *out = s;
+  return 0;
+}
+
+int mcp_http_port(const McpHttpServer *server) { return server->port; }
+
+void mcp_http_stop(McpHttpServer *s) {
+  if (!s) return;
+  if (s->daemon) MHD_stop_daemon(s->daemon);
+  if (s->sweeper_started) {
+    pthread_mutex_lock(&s->stop_lock);
+    s->stopping = 1;
+    pthread_cond_signal(&s->stop_cond);
+    pthread_mutex_unlock(&s->stop_lock);
+    pthread_join(s->sweeper, NULL);
+  }
+  pthread_cond_destroy(&s->stop_cond);
+  pthread_mutex_destroy(&s->stop_lock);
+  free(s);
+}
