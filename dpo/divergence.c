@@ -68,6 +68,12 @@ static int contains_one_of(const char *text, const cJSON *words) {
   return 0;
 }
 
+static int json_has_string(const cJSON *array, const char *s) {
+  for (const cJSON *v = array ? array->child : NULL; v; v = v->next)
+    if (cJSON_IsString(v) && strcmp(v->valuestring, s) == 0) return 1;
+  return 0;
+}
+
 static int deterministic_grade(void *ctx, const DpoReplyCase *c, char *why, size_t size, FimiError *err) {
   (void)ctx;
   const cJSON *ref = c->reference;
@@ -76,12 +82,14 @@ static int deterministic_grade(void *ctx, const DpoReplyCase *c, char *why, size
   DpoFacts said = {0};
   if (dpo_facts_add_text(&said, text, strlen(text), err) != 0) return -1;
   int ok = 1;
-  // No value absent from the data.
+  // No value absent from the data. The reference's own values count as
+  // data: a consent question quotes the charge of the action it precedes,
+  // which the validated dialog shows that action's result holds.
+  const cJSON *facts = cJSON_GetObjectItemCaseSensitive(ref, "facts");
   for (int i = 0; ok && i < said.count; i++)
-    if (!dpo_facts_has(c->known, said.items[i]))
+    if (!dpo_facts_has(c->known, said.items[i]) && !json_has_string(facts, said.items[i]))
       ok = fail_why(why, size, "states %s, which the data does not hold", said.items[i]);
   // Required values present.
-  const cJSON *facts = cJSON_GetObjectItemCaseSensitive(ref, "facts");
   for (const cJSON *f = facts ? facts->child : NULL; ok && f; f = f->next)
     if (cJSON_IsString(f) && !dpo_facts_has(&said, f->valuestring))
       ok = fail_why(why, size, "does not state %s", f->valuestring);
