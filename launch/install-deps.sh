@@ -6,7 +6,7 @@
 set -euo pipefail
 
 FIMI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev libpcre2-dev libsqlite3-dev libmicrohttpd-dev libhdf5-dev libopenmpi-dev openmpi-bin python3-venv gnuplot-nox)
+DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev libpcre2-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libhdf5-dev libopenmpi-dev openmpi-bin python3-venv gnuplot-nox)
 # With --python (the test command) also clang and its libFuzzer runtime, for
 # the fuzz smoke run of tests/fuzz/smoke.sh.
 if [ "${1:-}" = "--python" ]; then
