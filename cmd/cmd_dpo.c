@@ -79,7 +79,7 @@ static int corpus_build(int argc, char **argv) {
   FimiError err = {0};
   EnvCatalogMode mode;
   if (parse_corpus_args(argc, argv, &a, &err) != 0 || env_catalog_mode_parse(a.catalog, &mode, &err) != 0) {
-    fprintf(stderr, "fimi dpo corpus build: %s (see fimi dpo --help)\n", err.message);
+    fprintf(stderr, "fimi dpo corpus build: %s (see fimi dpo corpus --help)\n", err.message);
     return CLI_EXIT_USAGE;
   }
   TaskList tasks = {0};
@@ -494,7 +494,7 @@ static int pairs_run(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   FimiError err = {0};
   if (parse_pairs_args(argc, argv, &r.a, &err) != 0) {
-    fprintf(stderr, "fimi dpo pairs: %s (see fimi dpo --help)\n", err.message);
+    fprintf(stderr, "fimi dpo pairs: %s (see fimi dpo pairs --help)\n", err.message);
     return CLI_EXIT_USAGE;
   }
   snprintf(r.progress_path, sizeof r.progress_path, "%s.progress", r.a.out);
@@ -535,7 +535,12 @@ int cmd_dpo(int argc, char **argv) {
     dpo_usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? CLI_EXIT_USAGE : 0;
   }
-  if (!strcmp(argv[1], "corpus") && argc >= 3 && !strcmp(argv[2], "build")) return corpus_build(argc - 3, argv + 3);
+  if (!strcmp(argv[1], "corpus")) {
+    if (argc >= 3 && !strcmp(argv[2], "build")) return corpus_build(argc - 3, argv + 3);
+    fprintf(stderr, "fimi dpo corpus: expected \"build\", got \"%s\" (see fimi dpo corpus --help)\n",
+            argc >= 3 ? argv[2] : "");
+    return CLI_EXIT_USAGE;
+  }
   if (!strcmp(argv[1], "pairs")) return pairs_run(argc - 2, argv + 2);
   fprintf(stderr, "fimi dpo: unknown subcommand \"%s\" (see fimi dpo --help)\n", argv[1]);
   return CLI_EXIT_USAGE;
