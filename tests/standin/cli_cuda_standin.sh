@@ -13,7 +13,8 @@
 #      the cpu's tokens;
 #   DPO on cuda learns and follows the cpu run;
 #   f. cuda.attention=cudnn on a softcapped gemma2 model fails naming
-#      attn_logit_softcapping.
+#      attn_logit_softcapping;
+#   g. eval --device cuda plays the cpu's episodes (tasks, trials, seeds).
 # Usage: cli_cuda_standin.sh PATH/TO/fimi_standin
 set -uo pipefail
 FIMI="$1"
@@ -190,4 +191,21 @@ expect_ok "the softcapped model trains on cuda with fimi attention" \
   --set train.steps=2 --set train.micro_batch=4 --set train.save_every=2 --device cuda
 expect_fail "unknown cuda.attention" "cuda.attention: unknown value 'flash'" train "$WORK/d" --device cuda \
   --set cuda.attention=flash
+
+# g. fimi eval --device cuda: the held-out harness on the GPU rollout policy
+# (cmd/rollout_cuda.c) plays the same episodes as on the cpu: same tasks,
+# trials and simulator seeds, every episode played to an end reason with
+# sampled tokens; and sampled (not greedy) so the streams are exercised.
+expect_ok "eval tasks" "$FIMI" env sample --family balance_enquiry --n 2 --seed 3 --out "$WORK/eval_tasks.jsonl"
+for dev in cpu cuda; do
+  expect_ok "eval --device $dev" "$FIMI" eval --device "$dev" --model "$M" --tasks "$WORK/eval_tasks.jsonl" \
+    --trials 2 --set eval.temperature=1.0 --set grpo.max_turn_tokens=12 --set grpo.max_episode_tokens=24 \
+    --set env.catalog=family --out "$WORK/eval_$dev.json"
+done
+expect_true "eval: cuda episodes are the cpu's episodes, each played" "$PY" -c 'import json, sys
+a, b = (json.load(open(p))["episodes"] for p in sys.argv[1:3])
+key = lambda e: (e["task_id"], e["trial"], e["env_seed"])
+assert len(a) == len(b) == 4 and [key(e) for e in a] == [key(e) for e in b]
+assert all(e["generated_tokens"] > 0 and e["end"] != "failed" and e["tokens"] > e["generated_tokens"] for e in b), b
+assert sum(x["tokens"] for x in a) > 0' "$WORK/eval_cpu.json" "$WORK/eval_cuda.json"
 cli_summary
