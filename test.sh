@@ -93,7 +93,7 @@ ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decod
             test_env_families_b test_dataset test_ops_adamw test_optim test_dpo_loss test_dist_shard mpi_comm_test
             test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
             test_gpu_train_standin env_mpi_test test_grpo_loss test_rollout test_env_transcript test_mcp test_mcp_http
-            test_eval test_eval_bench rollout_exchange_test)
+            test_eval test_eval_bench rollout_exchange_test test_dpo_corpus test_dpo_pairs)
 # The parsers of untrusted input (files, model output, tool calls) again under
 # AddressSanitizer + UBSan: every malformed case must be rejected without a
 # memory error. The CLI scripts run against the sanitized binary too.
@@ -120,11 +120,13 @@ if [ -n "$BG_PID" ]; then
 fi
 asan_build
 stage_done "asan build" "$([ "$SERIAL" != 1 ] && echo "what the background build left")"
-# The GRPO CLI runs are left to the Release ctest: under ASan their SFT warm
-# starts and rollouts take over 15 minutes; the rollout engine and the GRPO
-# loss run under ASan in test_rollout and test_grpo_loss.
+# The GRPO and DPO-pair CLI runs are left to the Release ctest: under ASan
+# their SFT warm starts, rollouts and replays take over 15 minutes; the
+# rollout engine, the GRPO loss, the corpus checks and the pair builder run
+# under ASan in test_rollout, test_grpo_loss, test_dpo_corpus and
+# test_dpo_pairs.
 (cd "$ASAN_DIR" && ctest --output-on-failure -j"$JOBS" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*|mpi_env_np3_env2|mpi_rollout_exchange)\$" \
-  -E "^cli_grpo.*\$" 2>&1 |
+  -E "^(cli_grpo.*|cli_dpo_pairs)\$" 2>&1 |
   tee ctest.log; exit "${PIPESTATUS[0]}")
 stage_done "asan ctest" "$(grep -E '^[0-9]+% tests passed' "$ASAN_DIR/ctest.log" || true)"
 # A short libFuzzer run of every fuzz target (tests/fuzz/smoke.sh lists them).
