@@ -14,8 +14,7 @@
 static const char *const GATE_NAMES[BENCH_GATE_COUNT] = {"safety", "actions", "rq"};
 const char *bench_gate_name(BenchGate g) { return g >= 0 && g < BENCH_GATE_COUNT ? GATE_NAMES[g] : "?"; }
 
-static void fail(BenchVerdict *out, const char *check, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(BenchVerdict *out, const char *check, const char *fmt, ...) {
+void bench_verdict_fail(BenchVerdict *out, const char *check, const char *fmt, ...) {
   out->pass = 0;
   snprintf(out->check, sizeof out->check, "%s", check);
   va_list ap;
@@ -56,14 +55,14 @@ static void explain_missing(const BenchExpectedCall *x, const BenchTrace *t, Ben
       char *want = cJSON_PrintUnformatted(a);
       const cJSON *got = cJSON_GetObjectItemCaseSensitive(e->args, a->string);
       char *have = got ? cJSON_PrintUnformatted(got) : NULL;
-      fail(out, "wrong_arguments", "%s: %s expected %.60s, got %.60s", x->name, a->string, want ? want : "?",
+      bench_verdict_fail(out, "wrong_arguments", "%s: %s expected %.60s, got %.60s", x->name, a->string, want ? want : "?",
            have ? have : "nothing");
       free(want);
       free(have);
       return;
     }
   }
-  fail(out, "missing_call", "%s was never called successfully", x->name);
+  bench_verdict_fail(out, "missing_call", "%s was never called successfully", x->name);
 }
 
 static int is_expected(const BenchCase *c, const BenchEvent *e) {
@@ -93,14 +92,14 @@ void bench_gate_actions(const BenchCase *c, const BenchTrace *t, BenchVerdict *o
     for (int j = 0; j < c->calls[k].num_after; j++) {
       int before = c->calls[k].after[j];
       if (first[before] > last[k]) {
-        fail(out, "wrong_order", "%s must come before %s", c->calls[before].name, c->calls[k].name);
+        bench_verdict_fail(out, "wrong_order", "%s must come before %s", c->calls[before].name, c->calls[k].name);
         return;
       }
     }
   for (int i = 0; i < t->count; i++) {
     const BenchEvent *e = &t->events[i];
     if (e->kind == BENCH_EV_CALL && e->ok && env_tool_writes(env_tool_index(e->name)) && !is_expected(c, e)) {
-      fail(out, "unexpected_write", "%s changed the bank without being asked for", e->name);
+      bench_verdict_fail(out, "unexpected_write", "%s changed the bank without being asked for", e->name);
       return;
     }
   }
@@ -145,11 +144,11 @@ static int rubric_judge(void *ctx, const BenchCase *c, const BenchTrace *t, Benc
   for (int k = 0; out->pass && k < c->num_facts; k++) {
     int said = 0;
     for (int m = 0; m < v.in.num_messages && !said; m++) said = strstr(v.in.messages[m], c->facts[k]) != NULL;
-    if (!said) fail(out, "missing_fact", "the reply never states %.80s", c->facts[k]);
+    if (!said) bench_verdict_fail(out, "missing_fact", "the reply never states %.80s", c->facts[k]);
   }
   for (int k = 0; out->pass && k < c->task.num_assertions; k++)
     if (!reward_rule_met(&c->task.assertions[k], &v.in))
-      fail(out, "rubric", "not met: %.200s", c->task.assertions[k].text);
+      bench_verdict_fail(out, "rubric", "not met: %.200s", c->task.assertions[k].text);
   free(v.calls);
   free(v.messages);
   return 0;

@@ -37,6 +37,9 @@ typedef struct BenchVerdict {
   char reason[384];
 } BenchVerdict;
 
+// Marks out failed by `check`, with a printf-style reason.
+void bench_verdict_fail(BenchVerdict *out, const char *check, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 // The reasoning-and-quality judge. judge() fills *out for one attempt of a
 // case; it may fail (a model judge's transport), which fails the run.
 typedef struct BenchJudge {
