@@ -5,7 +5,6 @@
 // first violation it finds; the gate reports the first check that fails.
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
