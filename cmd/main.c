@@ -1,6 +1,5 @@
-// cmd/main.c: the `fimi` entry point: dispatches to subcommands.
-// Subcommands that later issues add (train, eval, env, data, tokenizer,
-// export, mcp, bench) register in the table below.
+// cmd/main.c: the `fimi` entry point: dispatches to the subcommands of
+// the table below (each defined in its cmd/cmd_*.c).
 #include <stdio.h>
 #include <string.h>
 
