@@ -4,7 +4,7 @@
 // the task is deterministic (same seed, same JSON line), survives a JSON
 // round trip, and the oracle agent scores reward 1.0 and strict 1.0 with the
 // expected ending, while the do-nothing agent scores below 1. Also checks the
-// coverage the issue asks for: use cases, kinds, chain lengths 1..8, styles,
+// coverage the families must have: use cases, kinds, chain lengths 1..8, styles,
 // TRANSFER endings, unique names across the registry.
 //
 // FIMI_FAMILIES_B_SEEDS (default 100) sets the seeds per family;
