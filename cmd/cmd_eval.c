@@ -198,6 +198,10 @@ static int cmd_eval_run(int argc, char **argv) {
   if (a.model && device_require(opts.device, &err) != 0) return cli_fail("eval", &err);
   TaskList tasks = {0};
   if (task_list_load(a.tasks, &tasks, &err) != 0) return cli_fail("eval", &err);
+  if (tasks.count == 0) {
+    fimi_fail(&err, "%s: no tasks (fimi env sample writes a task file)", a.tasks);
+    return cli_fail("eval", &err);
+  }
   EvalResults results = {0};
   double start = monotonic_seconds();
   int rc;

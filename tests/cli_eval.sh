@@ -100,6 +100,8 @@ expect_fail "model and agent" "exactly one of" "$FIMI" eval --agent oracle --mod
 expect_fail "bad trials" "--trials" "$FIMI" eval --agent oracle --tasks "$WORK/five.jsonl" --trials 0
 printf '{"id": 3}\n' >>"$WORK/five.jsonl"
 expect_fail "bad task line named" "five.jsonl:6" "$FIMI" eval --agent oracle --tasks "$WORK/five.jsonl"
+: >"$WORK/empty.jsonl"
+expect_fail "empty task file" "no tasks" "$FIMI" eval --agent oracle --tasks "$WORK/empty.jsonl"
 expect_fail "missing model" "no-model" "$FIMI" eval --model "$WORK/no-model" --tasks "$WORK/tasks.jsonl"
 
 # ---- a tiny model: the same episodes whatever rollout.slots ----------------------------------------
