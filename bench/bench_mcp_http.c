@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_mcp_calls.h"
 #include "env/bank_db.h"
 
 #define MAX_CLIENTS 16
@@ -91,7 +92,7 @@ typedef struct Client {
   struct curl_slist *headers;
   Buffer response;
   char url[64];
-  char verify[512], read[256], write_fmt[256];
+  McpBenchCalls requests;
   int calls;
   double seconds;  // of its own timed loop
 } Client;
@@ -137,41 +138,13 @@ static void open_session(Client *c) {
   snprintf(sid, sizeof sid, "%s", h->value);
   set_headers(c, sid);
   if (post(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}") != 202) die("initialized");
-  if (!ok(c, post(c, c->verify))) die(c->response.data ? c->response.data : "verify failed");
-}
-
-// Credentials and an account of the n-th customer of bank image 1 (the one
-// --create writes).
-static void build_calls(Client *c, int n) {
-  BankImage image;
-  BankEpisode *ep = NULL;
-  FimiError err = {0};
-  char id[BANK_ID_MAX], dob[11], mobile[16], account[BANK_ID_MAX] = "";
-  if (bank_image_build(1, &image, &err) != 0 || bank_episode_open(&image, NULL, &ep, &err) != 0 ||
-      bank_episode_customer_credentials(ep, n, id, dob, mobile, &err) != 0)
-    die(err.message);
-  sqlite3_stmt *stmt = NULL;
-  sqlite3_prepare_v2(ep->db, "SELECT account_id FROM accounts WHERE customer_id = ? ORDER BY 1", -1, &stmt, NULL);
-  sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(stmt) == SQLITE_ROW) snprintf(account, sizeof account, "%s", sqlite3_column_text(stmt, 0));
-  sqlite3_finalize(stmt);
-  bank_episode_close(ep);
-  bank_image_free(&image);
-  snprintf(c->verify, sizeof c->verify,
-           "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"verify_customer\","
-           "\"arguments\":{\"customer_id\":\"%s\",\"date_of_birth\":\"%s\",\"registered_mobile\":\"%s\"}}}",
-           id, dob, mobile);
-  snprintf(c->read, sizeof c->read,
-           "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"get_account_balance\","
-           "\"arguments\":{\"account_ids\":[\"%s\"]}}}", account);
-  snprintf(c->write_fmt, sizeof c->write_fmt, "%s",
-           "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"update_contact\","
-           "\"arguments\":{\"email\":\"bench%d@example.com\"}}}");
+  if (!ok(c, post(c, c->requests.verify))) die(c->response.data ? c->response.data : "verify failed");
 }
 
 static void client_init(Client *c, int port, int n) {
   memset(c, 0, sizeof *c);
-  build_calls(c, n);
+  FimiError err = {0};
+  if (mcp_bench_calls(&c->requests, n, &err) != 0) die(err.message);
   snprintf(c->url, sizeof c->url, "http://127.0.0.1:%d/mcp", port);
   c->curl = curl_easy_init();
   if (!c->curl) die("curl_easy_init");
@@ -210,8 +183,8 @@ static void *run_calls(void *arg) {
   pthread_barrier_wait(r->start);
   double t0 = now_seconds();
   for (int i = 0; i < c->calls; i++) {
-    if (r->writes) snprintf(request, sizeof request, c->write_fmt, i);
-    if (!ok(c, post(c, r->writes ? request : c->read))) die(c->response.data ? c->response.data : "a call failed");
+    if (r->writes) snprintf(request, sizeof request, c->requests.write_fmt, i);
+    if (!ok(c, post(c, r->writes ? request : c->requests.read))) die(c->response.data ? c->response.data : "a call failed");
   }
   c->seconds = now_seconds() - t0;
   return NULL;

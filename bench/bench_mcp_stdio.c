@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_mcp_calls.h"
 #include "env/bank_db.h"
 #include "env/knowledge.h"
 #include "mcp/mcp_server.h"
@@ -63,37 +64,6 @@ static int round_trip(Child *c, const char *request, char *line, size_t size) {
   return strstr(line, "\"error\"") == NULL && strstr(line, "\"isError\":true") == NULL;
 }
 
-typedef struct Calls {
-  char verify[512], read[256], write_fmt[256];
-} Calls;
-
-static void build_calls(Calls *calls) {
-  BankImage image;
-  BankEpisode *ep = NULL;
-  FimiError err = {0};
-  char id[BANK_ID_MAX], dob[11], mobile[16], account[BANK_ID_MAX] = "";
-  if (bank_image_build(1, &image, &err) != 0 || bank_episode_open(&image, NULL, &ep, &err) != 0 ||
-      bank_episode_customer_credentials(ep, 0, id, dob, mobile, &err) != 0)
-    die(err.message);
-  sqlite3_stmt *stmt = NULL;
-  sqlite3_prepare_v2(ep->db, "SELECT account_id FROM accounts WHERE customer_id = ? ORDER BY 1", -1, &stmt, NULL);
-  sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT);
-  if (sqlite3_step(stmt) == SQLITE_ROW) snprintf(account, sizeof account, "%s", sqlite3_column_text(stmt, 0));
-  sqlite3_finalize(stmt);
-  bank_episode_close(ep);
-  bank_image_free(&image);
-  snprintf(calls->verify, sizeof calls->verify,
-           "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"verify_customer\","
-           "\"arguments\":{\"customer_id\":\"%s\",\"date_of_birth\":\"%s\",\"registered_mobile\":\"%s\"}}}",
-           id, dob, mobile);
-  snprintf(calls->read, sizeof calls->read,
-           "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"get_account_balance\","
-           "\"arguments\":{\"account_ids\":[\"%s\"]}}}", account);
-  snprintf(calls->write_fmt, sizeof calls->write_fmt, "%s",
-           "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"update_contact\","
-           "\"arguments\":{\"email\":\"bench%d@example.com\"}}}");
-}
-
 static const char *INIT = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
                           "\"2025-11-25\",\"capabilities\":{}}}";
 
@@ -101,7 +71,7 @@ static void row(const char *what, int calls, double seconds) {
   printf("| %-42s | %8d | %10.1f | %10.0f |\n", what, calls, 1e6 * seconds / calls, calls / seconds);
 }
 
-static void bench_stdio(const char *fimi, const char *db, const Calls *calls, int n) {
+static void bench_stdio(const char *fimi, const char *db, const McpBenchCalls *calls, int n) {
   char line[8192], request[512];
   Child c = spawn(fimi, db);
   if (!round_trip(&c, INIT, line, sizeof line) || !round_trip(&c, calls->verify, line, sizeof line))
@@ -121,7 +91,7 @@ static void bench_stdio(const char *fimi, const char *db, const Calls *calls, in
   waitpid(c.pid, NULL, 0);
 }
 
-static void bench_in_process(const char *db, const Calls *calls, int n) {
+static void bench_in_process(const char *db, const McpBenchCalls *calls, int n) {
   FimiError err = {0};
   BankEpisode *bank = NULL;
   McpServer *server = NULL;
@@ -156,8 +126,9 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/fimi-bench-mcp-XXXXXX", db[64];
   if (!mkdtemp(dir)) die("mkdtemp");
   snprintf(db, sizeof db, "%s/bank.sqlite", dir);
-  Calls calls;
-  build_calls(&calls);
+  McpBenchCalls calls;
+  FimiError err = {0};
+  if (mcp_bench_calls(&calls, 0, &err) != 0) die(err.message);
   printf("| %-42s | %8s | %10s | %10s |\n|---|---|---|---|\n", "calls (one in flight)", "calls", "us/call",
          "calls/s");
   bench_stdio(fimi, db, &calls, n);
