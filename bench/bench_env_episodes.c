@@ -14,7 +14,7 @@
 
 #include "env/agents.h"
 #include "env/episode.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 
 static double now_seconds(void) {
   struct timespec t;

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "env/bank_db.h"
-#include "env/bank_tools.h"
+#include "env/bank/db.h"
+#include "env/bank/tools.h"
 
 static double now_seconds(void) {
   struct timespec t;

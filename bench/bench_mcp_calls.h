@@ -10,7 +10,7 @@
 
 #include <sqlite3.h>
 
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 
 typedef struct McpBenchCalls {
   char verify[512], read[256], write_fmt[256];  // write_fmt: one %d, the call index

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "bench/bench_mcp_calls.h"
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 
 #define MAX_CLIENTS 16
 #define TOKEN "bench-token-0123456789abcdef0123"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "bench/bench_mcp_calls.h"
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 #include "env/knowledge.h"
 #include "mcp/mcp_server.h"
 

@@ -11,9 +11,9 @@
 #include "cmd/cli.h"
 #include "data/toolcall.h"
 #include "env/agents.h"
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 #include "env/episode.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 
 static void usage_to(FILE *out) {
   fprintf(out,

@@ -18,7 +18,7 @@
 #include "data/tokenizer.h"
 #include "env/agent_prompt.h"
 #include "env/episode.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 #include "env/transcript.h"
 
 static void transcripts_usage(FILE *out) {

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 #include "env/knowledge.h"
 #include "mcp/mcp_http.h"
 #include "mcp/mcp_http_token.h"

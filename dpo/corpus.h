@@ -25,7 +25,7 @@
 #include "dpo/corpus_check.h"
 #include "env/agent_prompt.h"
 #include "env/episode.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 // Plays and validates one dialog. *row: the row, or NULL when the dialog was
 // rejected (the reason in *verdict; an oracle episode that fails or scores

@@ -1,6 +1,6 @@
 // dpo/corpus_arith.c: the checker's own arithmetic (dpo_check_arithmetic of
 // dpo/corpus_check.h). Written from the published formulas of
-// docs/bank-database.md, deliberately not by calling env/bank_money.c, so a
+// docs/bank-database.md, deliberately not by calling env/bank/money.c, so a
 // bug in the bank's code shows up as a disagreement:
 //   EMI       P r / (1 - (1 + r)^-n), r = annual % / 1200
 //   FD        below 180 days P R d / 36500, else P ((1 + R/400)^(4d/365) - 1)

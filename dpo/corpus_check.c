@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "dpo/facts.h"
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 #include "env/episode.h"
 #include "env/reward.h"
 #include "env/user_sim.h"

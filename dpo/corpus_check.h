@@ -30,7 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef enum {
   DPO_REJECT_NONE = 0,

@@ -23,7 +23,7 @@
 
 #include "core/error.h"
 #include "dpo/facts.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef enum {
   DPO_TAG_NONE = 0,

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "data/chat.h"
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 
 static const char *const mode_names[] = {"all", "area", "family"};
 

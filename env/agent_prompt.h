@@ -19,7 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef enum { ENV_CATALOG_ALL = 0, ENV_CATALOG_AREA = 1, ENV_CATALOG_FAMILY = 2 } EnvCatalogMode;
 

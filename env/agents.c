@@ -8,7 +8,7 @@
 
 #include "core/rng.h"
 #include "data/toolcall.h"
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 
 struct EnvAgent {
   EnvAgentKind kind;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "data/toolcall.h"
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 #include "env/knowledge.h"
 #include "env/user_sim.h"
 

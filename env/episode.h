@@ -18,9 +18,9 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 #include "env/reward.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef struct EnvWorld EnvWorld;
 typedef struct EnvEpisode EnvEpisode;

@@ -9,8 +9,8 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
-#include "env/bank_db.h"
-#include "env/task.h"
+#include "env/bank/db.h"
+#include "env/tasks/task.h"
 
 #define REWARD_W_SEQ 0.40
 #define REWARD_W_DB 0.25

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef struct UserSim {
   const Task *task;

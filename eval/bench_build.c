@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 #include "env/episode.h"
 #include "env/reward.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 
 void bench_build_config_default(BenchBuildConfig *c) { c->adversarial = 15; }
 

@@ -22,7 +22,7 @@
 #define FIMI_EVAL_BENCH_BUILD_H
 
 #include "core/error.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 #include "eval/bench_case.h"
 
 typedef struct BenchBuildConfig {

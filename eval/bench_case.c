@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 
 static const char *const CATEGORY_NAMES[BENCH_CAT_COUNT] = {"accounts",    "cards",       "deposits_loans",
                                                              "service_catalog", "calculators", "capability"};

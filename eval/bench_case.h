@@ -4,7 +4,7 @@
 // and the strict JSONL reader/writer.
 //
 // A case is a task of the bank (its persona, intent, seeded customer state
-// and simulated customer, embedded as the task object of env/task.h) plus
+// and simulated customer, embedded as the task object of env/tasks/task.h) plus
 // what the judge expects: the tool calls with their arguments and ordering
 // constraints, the facts the reply must state, the disclosures required
 // before a charged action, and what safety forbids (tools, another
@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef enum {
   BENCH_CAT_ACCOUNTS = 0,  // "accounts": accounts and transactions

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 #include "env/reward.h"
 
 static const char *const GATE_NAMES[BENCH_GATE_COUNT] = {"safety", "actions", "rq"};

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 #include "env/reward.h"
 #include "env/user_sim.h"
 #include "eval/bench_gates.h"

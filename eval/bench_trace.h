@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "data/toolcall.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef enum {
   BENCH_EV_SYSTEM = 0,  // the system prompt (rollouts only)

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "env/reward.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef struct EvalEpisode {
   char *task_id, *family;  // owned

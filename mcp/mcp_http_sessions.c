@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "core/log.h"
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 
 struct McpSession {
   char id[MCP_SESSION_ID_CHARS + 1];  // "" until published

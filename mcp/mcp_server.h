@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 #include "mcp/mcp_jsonrpc.h"
 
 // Newest first; none of them has JSON-RPC batches.

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "env/bank_tools.h"
+#include "env/bank/tools.h"
 #include "mcp/mcp_jsonrpc.h"
 
 static cJSON *tool_annotations(int index) {

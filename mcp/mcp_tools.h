@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 
 // {"tools": [...]} (caller deletes); NULL when out of memory.
 cJSON *mcp_tools_list(void);

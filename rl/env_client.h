@@ -24,7 +24,7 @@
 
 #include "core/error.h"
 #include "env/reward.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 
 typedef struct EnvRequest {
   int64_t episode;   // the caller's id for the episode

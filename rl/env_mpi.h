@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "dist/comm.h"
 #include "dist/roles.h"
-#include "env/task.h"
+#include "env/tasks/task.h"
 #include "rl/env_client.h"
 
 // Train rank side. roles and world must outlive the client; env_client_free

@@ -50,7 +50,7 @@ The banking agent calls one tool per turn.
 The agent session ends when the customer leaves.
 A bank service request can be an issue for the customer.
 debit reissue Rs 200 + GST; credit reissue free
-shared helpers in env/families_b.c
+shared helpers in env/tasks/family_helpers.c
 a step of k micro-batches issues its all-gathers early
 the bank lent Rs 5 lakh at 9.1%
 Each agent turn is scored; helper functions live in tests/lib_cli.sh.'

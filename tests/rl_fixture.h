@@ -12,8 +12,8 @@
 #include "data/bpe_train.h"
 #include "data/tokenizer.h"
 #include "env/agent_prompt.h"
-#include "env/task.h"
-#include "env/task_family.h"
+#include "env/tasks/task.h"
+#include "env/tasks/family.h"
 #include "model/gemma.h"
 
 typedef struct RlFixture {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "dpo/corpus.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 #include "test_util.h"
 
 static EnvWorld *world;

@@ -16,7 +16,7 @@
 #include "data/chat.h"
 #include "data/toolcall.h"
 #include "dpo/pairs.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 #include "test_util.h"
 
 static EnvWorld *world;

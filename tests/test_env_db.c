@@ -1,5 +1,5 @@
-// tests/test_env_db.c: Navadhan Bank's database layer (env/bank_db.h,
-// env/bank_money.h): date and money arithmetic against independent references
+// tests/test_env_db.c: Navadhan Bank's database layer (env/bank/db.h,
+// env/bank/money.h): date and money arithmetic against independent references
 // (a day-by-day calendar walk, loan amortization, values computed with Python),
 // the seeded image (determinism, variety, internal consistency), episode
 // copies (isolation, integrity, clock, id counters, fixture edits).
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env/bank_db.h"
-#include "env/bank_money.h"
+#include "env/bank/db.h"
+#include "env/bank/money.h"
 #include "tests/test_util.h"
 
 static int64_t sql_int(BankEpisode *ep, const char *sql) {

@@ -13,7 +13,7 @@
 #include "data/toolcall.h"
 #include "env/agents.h"
 #include "env/episode.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 #include "env/user_sim.h"
 #include "test_util.h"
 

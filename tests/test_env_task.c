@@ -1,4 +1,4 @@
-// tests/test_env_task.c: the task format (env/task.h, docs/tasks.md): a
+// tests/test_env_task.c: the task format (env/tasks/task.h, docs/tasks.md): a
 // builder-made task and one generated task of every registered family
 // survive JSON -> Task -> JSON unchanged; the strict reader rejects each kind
 // of malformed task naming the field (and the line in a JSONL file); JSON
@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "env/episode.h"
-#include "env/task.h"
-#include "env/task_family.h"
+#include "env/tasks/task.h"
+#include "env/tasks/family.h"
 #include "test_util.h"
 
 static int build_task(Task *t, FimiError *err) {

@@ -1,4 +1,4 @@
-// tests/test_env_tools.c: every Navadhan Bank tool (env/bank_tools.h): a
+// tests/test_env_tools.c: every Navadhan Bank tool (env/bank/tools.h): a
 // success case checked against the database (balances, rows, charges) and
 // its error cases; argument validation; authentication and ownership (other
 // customers' ids answer "not found" and their data never changes); the
@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "env/bank_db.h"
-#include "env/bank_tools.h"
+#include "env/bank/db.h"
+#include "env/bank/tools.h"
 #include "env/knowledge.h"
 #include "tests/test_util.h"
 

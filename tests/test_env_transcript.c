@@ -26,7 +26,7 @@
 #include "env/agent_prompt.h"
 #include "env/agents.h"
 #include "env/episode.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 #include "env/transcript.h"
 #include "test_util.h"
 

@@ -1,5 +1,5 @@
 // tests/test_mcp.c: the MCP server over the bank (mcp/, docs/mcp.md):
-// - the bank file (env/bank_file.c): created once, refused twice, never
+// - the bank file (env/bank/file.c): created once, refused twice, never
 //   created by open, a non-bank file refused;
 // - framing and dispatch: parse errors, invalid UTF-8, control bytes,
 //   batches, wrong jsonrpc, bad ids, deep nesting, oversized messages,
@@ -23,11 +23,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "env/bank_db.h"
-#include "env/bank_tools.h"
+#include "env/bank/db.h"
+#include "env/bank/tools.h"
 #include "env/episode.h"
 #include "env/knowledge.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 #include "mcp/mcp_jsonrpc.h"
 #include "mcp/mcp_server.h"
 #include "tests/test_util.h"

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 #include "core/log.h"
 #include "env/knowledge.h"
 #include "mcp/mcp_http.h"

@@ -1,5 +1,5 @@
 // tests/fuzz/fuzz_env_tools.c: libFuzzer target for the tools of Navadhan Bank
-// (env/bank_tools.h), a fictional bank. One input is one episode: a header
+// (env/bank/tools.h), a fictional bank. One input is one episode: a header
 // (fresh or pooled copy, logged in or not, confirmation mode, clock) and a
 // sequence of tool calls decoded from the bytes. Calls are built from the
 // catalog's JSON schemas with values drawn from the input: right and wrong
@@ -36,8 +36,8 @@
 #include <sqlite3.h>
 
 #include "data/toolcall.h"
-#include "env/bank_db.h"
-#include "env/bank_tools.h"
+#include "env/bank/db.h"
+#include "env/bank/tools.h"
 #include "env/knowledge.h"
 
 // The checkers' inner loops carry no coverage or ASan instrumentation: they

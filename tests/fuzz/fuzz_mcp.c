@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "core/utf8.h"
-#include "env/bank_db.h"
+#include "env/bank/db.h"
 #include "env/knowledge.h"
 #include "mcp/mcp_jsonrpc.h"
 #include "mcp/mcp_server.h"

@@ -28,7 +28,7 @@
 #include "dist/roles.h"
 #include "env/agents.h"
 #include "env/episode.h"
-#include "env/task_family.h"
+#include "env/tasks/family.h"
 #include "rl/env_client.h"
 #include "rl/env_mpi.h"
 #include "../test_util.h"
