@@ -520,7 +520,8 @@ static int gen_balance_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t
   return 0;
 }
 const TaskFamily fam_balance_enquiry = {"balance_enquiry", TASK_USE_ACCOUNTS_KYC, TASK_KIND_HAPPY,
-                                           "Verify, then say the balance of one account.", gen_balance_enquiry};
+                                           "Verify, then say the balance of one account.", gen_balance_enquiry, TASK_SLICE_SHALLOW, 0,
+    "savings,current"};
 
 // ---- imps_over_limit: the limit check comes first, then refuse (edge) ------
 static const char *const limit_reasons[TASK_STYLE_COUNT][2] = {
@@ -551,22 +552,24 @@ static int gen_imps_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t
   return 0;
 }
 const TaskFamily fam_imps_over_limit = {"imps_over_limit", TASK_USE_ACCOUNTS_KYC, TASK_KIND_EDGE,
-                                           "IMPS above the cap: check limits first, then refuse.", gen_imps_over_limit};
+                                           "IMPS above the cap: check limits first, then refuse.", gen_imps_over_limit, TASK_SLICE_SHALLOW, 0,
+    "imps"};
 
-#define FAMILY(var, name, kind, summary) \
-  const TaskFamily var = {#name, TASK_USE_ACCOUNTS_KYC, kind, summary, gen_##name};
-FAMILY(fam_kyc_status_check, kyc_status_check, TASK_KIND_HAPPY, "KYC status and re-KYC due date (read-only)")
-FAMILY(fam_rekyc_update, rekyc_update, TASK_KIND_SEQ, "check KYC, then submit re-KYC with a document")
-FAMILY(fam_address_change, address_change, TASK_KIND_HAPPY, "update the address with a proof document")
-FAMILY(fam_email_update, email_update, TASK_KIND_HAPPY, "update the e-mail address")
-FAMILY(fam_statement_email, statement_email, TASK_KIND_HAPPY, "request an account statement for a period")
-FAMILY(fam_transfer_kyc_expired, transfer_kyc_expired, TASK_KIND_EDGE, "transfer asked with expired KYC: refuse")
-FAMILY(fam_own_accounts_sweep, own_accounts_sweep, TASK_KIND_SEQ, "move money between own accounts, both balances")
-FAMILY(fam_new_payee_neft, new_payee_neft, TASK_KIND_SEQ, "add a payee, NEFT within the cooling cap, balance")
-FAMILY(fam_imps_with_charge, imps_with_charge, TASK_KIND_SEQ, "IMPS to a payee after confirming the charge")
-FAMILY(fam_rekyc_then_transfer, rekyc_then_transfer, TASK_KIND_SEQ, "6 steps: KYC lapsed, re-KYC, then NEFT, balance")
-FAMILY(fam_upi_over_limit, upi_over_limit, TASK_KIND_EDGE, "UPI above the daily limit: check limits, refuse")
-FAMILY(fam_dispute_unauthorised, dispute_unauthorised, TASK_KIND_SEQ, "find an unknown debit and dispute it")
-FAMILY(fam_other_customer_account, other_customer_account, TASK_KIND_EDGE, "another customer's balance: refuse")
-FAMILY(fam_other_bank_balance_oos, other_bank_balance_oos, TASK_KIND_EDGE, "own balance, another bank's: out of scope")
-FAMILY(fam_payee_cleanup, payee_cleanup, TASK_KIND_TOOLS, "list payees and delete one")
+// slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+#define FAMILY(var, name, kind, slice, flags, variants, summary) \
+  const TaskFamily var = {#name, TASK_USE_ACCOUNTS_KYC, kind, summary, gen_##name, slice, flags, variants};
+FAMILY(fam_kyc_status_check, kyc_status_check, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "kyc", "KYC status and re-KYC due date (read-only)")
+FAMILY(fam_rekyc_update, rekyc_update, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "aadhaar,passport,voter_id,driving_licence", "check KYC, then submit re-KYC with a document")
+FAMILY(fam_address_change, address_change, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "aadhaar,passport,utility_bill,driving_licence", "update the address with a proof document")
+FAMILY(fam_email_update, email_update, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "email", "update the e-mail address")
+FAMILY(fam_statement_email, statement_email, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "email,branch", "request an account statement for a period")
+FAMILY(fam_transfer_kyc_expired, transfer_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "neft", "transfer asked with expired KYC: refuse")
+FAMILY(fam_own_accounts_sweep, own_accounts_sweep, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "savings,current", "move money between own accounts, both balances")
+FAMILY(fam_new_payee_neft, new_payee_neft, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "neft", "add a payee, NEFT within the cooling cap, balance")
+FAMILY(fam_imps_with_charge, imps_with_charge, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "imps", "IMPS to a payee after confirming the charge")
+FAMILY(fam_rekyc_then_transfer, rekyc_then_transfer, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "neft", "6 steps: KYC lapsed, re-KYC, then NEFT, balance")
+FAMILY(fam_upi_over_limit, upi_over_limit, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "upi", "UPI above the daily limit: check limits, refuse")
+FAMILY(fam_dispute_unauthorised, dispute_unauthorised, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "savings,current", "find an unknown debit and dispute it")
+FAMILY(fam_other_customer_account, other_customer_account, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "savings,current", "another customer's balance: refuse")
+FAMILY(fam_other_bank_balance_oos, other_bank_balance_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "savings,current", "own balance, another bank's: out of scope")
+FAMILY(fam_payee_cleanup, payee_cleanup, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "beneficiary", "list payees and delete one")

@@ -349,7 +349,8 @@ static int gen_investment_advice(const TaskGenContext *ctx, uint64_t seed, Task 
   return 0;
 }
 const TaskFamily fam_investment_advice = {"investment_advice", TASK_USE_CROSS_CUTTING, TASK_KIND_EDGE,
-                                             "Stock/crypto tips: out of scope, refuse.", gen_investment_advice};
+                                             "Stock/crypto tips: out of scope, refuse.", gen_investment_advice, TASK_SLICE_SHALLOW, 0,
+    "shares,crypto"};
 
 // ---- recovery_complaint: hand off to a human (edge, TRANSFER) ----------------
 static const char *const complaint_reasons[TASK_STYLE_COUNT][2] = {
@@ -377,7 +378,8 @@ static int gen_recovery_complaint(const TaskGenContext *ctx, uint64_t seed, Task
   return 0;
 }
 const TaskFamily fam_recovery_complaint = {"recovery_complaint", TASK_USE_CROSS_CUTTING, TASK_KIND_EDGE,
-                                              "Harassment complaint: hand off to a human.", gen_recovery_complaint};
+                                              "Harassment complaint: hand off to a human.", gen_recovery_complaint, TASK_SLICE_SHALLOW, 0,
+    "personal_loan"};
 
 // ---- lost_card_reissue: block, then a charged reissue (tools, 4 steps) ------
 static const char *const card_reasons[TASK_STYLE_COUNT][2] = {
@@ -416,17 +418,19 @@ static int gen_lost_card_reissue(const TaskGenContext *ctx, uint64_t seed, Task 
 }
 const TaskFamily fam_lost_card_reissue = {"lost_card_reissue", TASK_USE_CROSS_CUTTING, TASK_KIND_TOOLS,
                                              "Block a lost debit card and reissue it after consent to the charge.",
-                                             gen_lost_card_reissue};
+                                             gen_lost_card_reissue, TASK_SLICE_SHALLOW, 0,
+    "debit"};
 
-#define FAMILY(var, name, kind, summary) \
-  const TaskFamily var = {#name, TASK_USE_CROSS_CUTTING, kind, summary, gen_##name};
-FAMILY(fam_card_fraud_dispute, card_fraud_dispute, TASK_KIND_SEQ, "card misuse: block, find the debit, dispute")
-FAMILY(fam_card_temp_block, card_temp_block, TASK_KIND_HAPPY, "misplaced card: temporary block only")
-FAMILY(fam_card_limits, card_limits, TASK_KIND_HAPPY, "set a daily ATM/POS/online limit")
-FAMILY(fam_card_international, card_international, TASK_KIND_TOOLS, "switch on international use before a trip")
-FAMILY(fam_mandate_revoke, mandate_revoke, TASK_KIND_SEQ, "find and revoke an autopay mandate")
-FAMILY(fam_cheque_stop, cheque_stop, TASK_KIND_SEQ, "cheque status, stop payment with charge, status")
-FAMILY(fam_positive_pay, positive_pay, TASK_KIND_HAPPY, "register a cheque under positive pay")
-FAMILY(fam_cheque_book, cheque_book, TASK_KIND_HAPPY, "order a cheque book after confirming the charge")
-FAMILY(fam_request_escalate, request_escalate, TASK_KIND_EDGE, "unresolved request: status, human (TRANSFER)")
-FAMILY(fam_complaint_request, complaint_request, TASK_KIND_HAPPY, "register a complaint as a service request")
+// slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+#define FAMILY(var, name, kind, slice, flags, variants, summary) \
+  const TaskFamily var = {#name, TASK_USE_CROSS_CUTTING, kind, summary, gen_##name, slice, flags, variants};
+FAMILY(fam_card_fraud_dispute, card_fraud_dispute, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "debit,credit", "card misuse: block, find the debit, dispute")
+FAMILY(fam_card_temp_block, card_temp_block, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "debit,credit", "misplaced card: temporary block only")
+FAMILY(fam_card_limits, card_limits, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "atm,pos,online", "set a daily ATM/POS/online limit")
+FAMILY(fam_card_international, card_international, TASK_KIND_TOOLS, TASK_SLICE_DEEP, 0, "debit,credit", "switch on international use before a trip")
+FAMILY(fam_mandate_revoke, mandate_revoke, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "nach,upi", "find and revoke an autopay mandate")
+FAMILY(fam_cheque_stop, cheque_stop, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "savings,current", "cheque status, stop payment with charge, status")
+FAMILY(fam_positive_pay, positive_pay, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "savings,current", "register a cheque under positive pay")
+FAMILY(fam_cheque_book, cheque_book, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "savings,current", "order a cheque book after confirming the charge")
+FAMILY(fam_request_escalate, request_escalate, TASK_KIND_EDGE, TASK_SLICE_DEEP, 0, "service_request", "unresolved request: status, human (TRANSFER)")
+FAMILY(fam_complaint_request, complaint_request, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "complaint,account,card,other", "register a complaint as a service request")

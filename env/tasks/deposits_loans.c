@@ -588,7 +588,8 @@ static int gen_fd_paper(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiE
 
 const TaskFamily fam_fd_paper = {"fd_paper", TASK_USE_DEPOSITS_LOANS, TASK_KIND_SEQ,
                                     "Balance, FD rates, create FD, balance again (the FiMI paper's example).",
-                                    gen_fd_paper};
+                                    gen_fd_paper, TASK_SLICE_SHALLOW, 0,
+    "savings,current"};
 
 // ---- rate_quote: one read without login (tools, 1 step) -------------------
 static const char *const rate_products[4][2] = {
@@ -613,7 +614,8 @@ static int gen_rate_quote(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
   return 0;
 }
 const TaskFamily fam_rate_quote = {"rate_quote", TASK_USE_DEPOSITS_LOANS, TASK_KIND_TOOLS,
-                                      "One rate lookup without login.", gen_rate_quote};
+                                      "One rate lookup without login.", gen_rate_quote, TASK_SLICE_SHALLOW, 0,
+    "fd,rd,savings,personal_loan"};
 
 // ---- fd_premature_close: consent to the penalty first (seq, 3 steps) --------
 static const char *const close_reasons[TASK_STYLE_COUNT][2] = {
@@ -647,7 +649,8 @@ static int gen_fd_premature_close(const TaskGenContext *ctx, uint64_t seed, Task
 }
 const TaskFamily fam_fd_premature_close = {"fd_premature_close", TASK_USE_DEPOSITS_LOANS, TASK_KIND_SEQ,
                                               "List deposits, consent to the penalty, close the FD.",
-                                              gen_fd_premature_close};
+                                              gen_fd_premature_close, TASK_SLICE_SHALLOW, 0,
+    "fd"};
 
 // ---- fd_planner: eight steps, KYC to booking (seq, 8 steps) -----------------
 static const char *const planner_reasons[TASK_STYLE_COUNT][2] = {
@@ -691,21 +694,23 @@ static int gen_fd_planner(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
 }
 const TaskFamily fam_fd_planner = {"fd_planner", TASK_USE_DEPOSITS_LOANS, TASK_KIND_SEQ,
                                       "Eight steps: KYC, accounts, balance, rates, maturity, book, list.",
-                                      gen_fd_planner};
+                                      gen_fd_planner, TASK_SLICE_DEEP, 0,
+    "savings,current"};
 
-#define FAMILY(var, name, kind, summary) \
-  const TaskFamily var = {#name, TASK_USE_DEPOSITS_LOANS, kind, summary, gen_##name};
-FAMILY(fam_fd_maturity_quote, fd_maturity_quote, TASK_KIND_TOOLS, "FD maturity quote without logging in (1 step)")
-FAMILY(fam_rd_open, rd_open, TASK_KIND_SEQ, "RD quote, open the RD, list deposits")
-FAMILY(fam_rd_break_penalty, rd_break_penalty, TASK_KIND_SEQ, "premature RD closure after confirming the penalty")
-FAMILY(fam_fd_break_declined, fd_break_declined, TASK_KIND_EDGE, "premature closure declined: nothing closed")
-FAMILY(fam_loan_emi_check, loan_emi_check, TASK_KIND_TOOLS, "personal loan eligibility, then EMI at that rate")
-FAMILY(fam_personal_loan_apply, personal_loan_apply, TASK_KIND_SEQ, "eligibility, fee confirmed, personal loan")
-FAMILY(fam_loan_low_score, loan_low_score, TASK_KIND_EDGE, "credit score below 650: check, refuse")
-FAMILY(fam_loan_part_prepay, loan_part_prepay, TASK_KIND_SEQ, "prepayment quote, prepay, loan details")
-FAMILY(fam_loan_foreclose_planner, loan_foreclose_planner, TASK_KIND_SEQ,
+// slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+#define FAMILY(var, name, kind, slice, flags, variants, summary) \
+  const TaskFamily var = {#name, TASK_USE_DEPOSITS_LOANS, kind, summary, gen_##name, slice, flags, variants};
+FAMILY(fam_fd_maturity_quote, fd_maturity_quote, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "fd", "FD maturity quote without logging in (1 step)")
+FAMILY(fam_rd_open, rd_open, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "rd", "RD quote, open the RD, list deposits")
+FAMILY(fam_rd_break_penalty, rd_break_penalty, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "rd", "premature RD closure after confirming the penalty")
+FAMILY(fam_fd_break_declined, fd_break_declined, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "fd", "premature closure declined: nothing closed")
+FAMILY(fam_loan_emi_check, loan_emi_check, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "personal_loan", "personal loan eligibility, then EMI at that rate")
+FAMILY(fam_personal_loan_apply, personal_loan_apply, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "personal_loan", "eligibility, fee confirmed, personal loan")
+FAMILY(fam_loan_low_score, loan_low_score, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "personal_loan", "credit score below 650: check, refuse")
+FAMILY(fam_loan_part_prepay, loan_part_prepay, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "personal_loan,home_loan", "prepayment quote, prepay, loan details")
+FAMILY(fam_loan_foreclose_planner, loan_foreclose_planner, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "personal_loan,home_loan",
        "7 steps: loans, details, quote, balance, foreclose, loans")
-FAMILY(fam_gold_loan_book, gold_loan_book, TASK_KIND_SEQ, "gold valuation, gold loan with fee, balance")
-FAMILY(fam_gold_loan_over_ltv, gold_loan_over_ltv, TASK_KIND_EDGE, "gold loan above 75% LTV: quote, refuse")
-FAMILY(fam_deposit_rates_compare, deposit_rates_compare, TASK_KIND_TOOLS, "FD lump sum against RD, with rates")
-FAMILY(fam_fd_ladder, fd_ladder, TASK_KIND_SEQ, "8 steps: balance, rates, three FDs, list, balance")
+FAMILY(fam_gold_loan_book, gold_loan_book, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "gold_loan", "gold valuation, gold loan with fee, balance")
+FAMILY(fam_gold_loan_over_ltv, gold_loan_over_ltv, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "gold_loan", "gold loan above 75% LTV: quote, refuse")
+FAMILY(fam_deposit_rates_compare, deposit_rates_compare, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "fd,rd", "FD lump sum against RD, with rates")
+FAMILY(fam_fd_ladder, fd_ladder, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "savings,current", "8 steps: balance, rates, three FDs, list, balance")

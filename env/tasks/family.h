@@ -11,6 +11,7 @@
 #ifndef FIMI_ENV_TASKS_FAMILY_H
 #define FIMI_ENV_TASKS_FAMILY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -27,6 +28,20 @@ typedef struct TaskGenContext {
   BankPool *pool;            // for task_gen_replay (not thread-safe: one context per thread)
 } TaskGenContext;
 
+// The generation round of a family (the FiMI paper, section 5.1). SHALLOW:
+// the 50 first-round families, gold chains of at most 6 actions (the
+// held-out set is drawn from them); DEEP: the 50 second-round families,
+// chains of up to 8 actions (the deep slice is the whole corpus). Registry
+// order is round order. Actions count every gold step, verify_customer too.
+typedef enum { TASK_SLICE_SHALLOW = 0, TASK_SLICE_DEEP, TASK_SLICE_COUNT } TaskSlice;
+#define TASK_SLICE_SHALLOW_MAX_GOLD 6
+#define TASK_SLICE_DEEP_MAX_GOLD 8
+
+// Family flags. Graded and communication families are in the corpus but not
+// in the training sample (task_family_in_training_sample).
+#define TASK_FAMILY_GRADED 1         // one request stepped from an easy version to harder ones
+#define TASK_FAMILY_COMMUNICATION 2  // checks that a specific tool value reaches the customer in words
+
 typedef struct TaskFamily {
   const char *name;  // [a-z0-9_]+, unique across the registry
   TaskUseCase use_case;
@@ -35,12 +50,25 @@ typedef struct TaskFamily {
   // Fills *out (already task_init'ed by the caller, with id/family/kind/
   // use_case preset; the generator may leave them). Returns 0 or -1.
   int (*generate)(const TaskGenContext *ctx, uint64_t seed, Task *out, FimiError *err);
+  TaskSlice slice;  // which round: the shallow or the deep slice
+  int flags;        // TASK_FAMILY_GRADED | TASK_FAMILY_COMMUNICATION
+  // The family's named variants: its product and channel prefixes,
+  // comma-separated ("savings,current"); variant i is named "<prefix>/<name>"
+  // (task_family_variant). Families of the second round record the one a
+  // task instantiates in Task.variant.
+  const char *variants;
 } TaskFamily;
 
 // ---- registry (env/tasks/registry.c) ----------------------------------------
 int task_family_count(void);
 const TaskFamily *task_family_at(int index);
 const TaskFamily *task_family_find(const char *name);  // NULL when unknown
+// Named variants of a family: how many, and the name of variant `index`
+// ("<prefix>/<family>"; -1 when out of range or too long for out).
+int task_family_variant_count(const TaskFamily *family);
+int task_family_variant(const TaskFamily *family, int index, char *out, size_t size);
+// 1 unless the family is graded or a communication family.
+int task_family_in_training_sample(const TaskFamily *family);
 
 // Builds the image of image_seed and the read-only view. Free with
 // task_gen_context_free.

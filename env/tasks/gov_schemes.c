@@ -276,15 +276,17 @@ static int gen_pmsby_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   return 0;
 }
 const TaskFamily fam_pmsby_enrol = {"pmsby_enrol", TASK_USE_GOV_SCHEMES, TASK_KIND_TOOLS,
-                                       "PMSBY eligibility, consent to the premium, enrol.", gen_pmsby_enrol};
+                                       "PMSBY eligibility, consent to the premium, enrol.", gen_pmsby_enrol, TASK_SLICE_SHALLOW, 0,
+    "pmsby"};
 
-#define FAMILY(var, name, kind, summary) \
-  const TaskFamily var = {#name, TASK_USE_GOV_SCHEMES, kind, summary, gen_##name};
-FAMILY(fam_pmjjby_enrol, pmjjby_enrol, TASK_KIND_HAPPY, "PMJJBY eligibility, premium confirmed, enrolment")
-FAMILY(fam_pmjjby_over_age, pmjjby_over_age, TASK_KIND_EDGE, "PMJJBY over age 50: check, refuse")
-FAMILY(fam_apy_taxpayer, apy_taxpayer, TASK_KIND_EDGE, "APY for an income-tax payer: check, refuse")
-FAMILY(fam_apy_enrol, apy_enrol, TASK_KIND_SEQ, "APY eligibility and enrolment with a chosen pension")
-FAMILY(fam_form_15g_15h, form_15g_15h, TASK_KIND_SEQ, "TDS certificate, then Form 15G or 15H by age")
-FAMILY(fam_tds_certificate, tds_certificate, TASK_KIND_HAPPY, "interest and TDS of a financial year")
-FAMILY(fam_scheme_kyc_expired, scheme_kyc_expired, TASK_KIND_EDGE, "scheme enrolment with expired KYC: refuse")
-FAMILY(fam_tax_filing_oos, tax_filing_oos, TASK_KIND_EDGE, "TDS figures, filing the return: out of scope")
+// slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+#define FAMILY(var, name, kind, slice, flags, variants, summary) \
+  const TaskFamily var = {#name, TASK_USE_GOV_SCHEMES, kind, summary, gen_##name, slice, flags, variants};
+FAMILY(fam_pmjjby_enrol, pmjjby_enrol, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "pmjjby", "PMJJBY eligibility, premium confirmed, enrolment")
+FAMILY(fam_pmjjby_over_age, pmjjby_over_age, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "pmjjby", "PMJJBY over age 50: check, refuse")
+FAMILY(fam_apy_taxpayer, apy_taxpayer, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "apy", "APY for an income-tax payer: check, refuse")
+FAMILY(fam_apy_enrol, apy_enrol, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "apy", "APY eligibility and enrolment with a chosen pension")
+FAMILY(fam_form_15g_15h, form_15g_15h, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "15g,15h", "TDS certificate, then Form 15G or 15H by age")
+FAMILY(fam_tds_certificate, tds_certificate, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "fd", "interest and TDS of a financial year")
+FAMILY(fam_scheme_kyc_expired, scheme_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "pmsby", "scheme enrolment with expired KYC: refuse")
+FAMILY(fam_tax_filing_oos, tax_filing_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "fd", "TDS figures, filing the return: out of scope")

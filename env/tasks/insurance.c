@@ -227,12 +227,14 @@ static int gen_policy_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t,
 }
 const TaskFamily fam_policy_enquiry = {"policy_enquiry", TASK_USE_INSURANCE, TASK_KIND_HAPPY,
                                           "Verify, list the insurance policy, say its id and cover.",
-                                          gen_policy_enquiry};
+                                          gen_policy_enquiry, TASK_SLICE_SHALLOW, 0,
+    "health,life,motor,home"};
 
-#define FAMILY(var, name, kind, summary) \
-  const TaskFamily var = {#name, TASK_USE_INSURANCE, kind, summary, gen_##name};
-FAMILY(fam_claim_status_check, claim_status_check, TASK_KIND_HAPPY, "status of an existing claim (read-only)")
-FAMILY(fam_claim_outside_period, claim_outside_period, TASK_KIND_EDGE, "incident before the policy start: refuse")
-FAMILY(fam_claim_file, claim_file, TASK_KIND_SEQ, "list policies, file a claim, read its status")
-FAMILY(fam_claim_lapsed_policy, claim_lapsed_policy, TASK_KIND_EDGE, "claim on a lapsed policy: refuse")
-FAMILY(fam_claim_escalate, claim_escalate, TASK_KIND_SEQ, "stuck claim: status, hand-off to a human (TRANSFER)")
+// slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+#define FAMILY(var, name, kind, slice, flags, variants, summary) \
+  const TaskFamily var = {#name, TASK_USE_INSURANCE, kind, summary, gen_##name, slice, flags, variants};
+FAMILY(fam_claim_status_check, claim_status_check, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "status of an existing claim (read-only)")
+FAMILY(fam_claim_outside_period, claim_outside_period, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "incident before the policy start: refuse")
+FAMILY(fam_claim_file, claim_file, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "list policies, file a claim, read its status")
+FAMILY(fam_claim_lapsed_policy, claim_lapsed_policy, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "claim on a lapsed policy: refuse")
+FAMILY(fam_claim_escalate, claim_escalate, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "stuck claim: status, hand-off to a human (TRANSFER)")

@@ -29,6 +29,29 @@ const TaskFamily *task_family_find(const char *name) {
   return NULL;
 }
 
+int task_family_variant_count(const TaskFamily *f) {
+  if (!f->variants || !*f->variants) return 0;
+  int n = 1;
+  for (const char *p = f->variants; *p; p++) n += *p == ',';
+  return n;
+}
+
+int task_family_variant(const TaskFamily *f, int index, char *out, size_t size) {
+  const char *p = f->variants;
+  for (int i = 0; p && i < index; i++) {
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  if (!p || index < 0 || index >= task_family_variant_count(f)) return -1;
+  size_t len = strcspn(p, ",");
+  int n = snprintf(out, size, "%.*s/%s", (int)len, p, f->name);
+  return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+int task_family_in_training_sample(const TaskFamily *f) {
+  return !(f->flags & (TASK_FAMILY_GRADED | TASK_FAMILY_COMMUNICATION));
+}
+
 // ---- context ---------------------------------------------------------------
 
 typedef struct GenOwned {

@@ -81,6 +81,7 @@ void task_free(Task *t) {
   free(t->today);
   free_strings(t->fixture, t->num_fixture);
   free(t->authenticated);
+  free(t->variant);
   for (int i = 0; i < t->num_gold; i++) {
     free(t->gold[i].name);
     cJSON_Delete(t->gold[i].arguments);
@@ -356,6 +357,15 @@ static int validate_assertions(const Task *t, FimiError *err) {
   return 0;
 }
 
+// A variant names its family: "<prefix>/<family>" with a non-empty prefix.
+static int check_variant(const Task *t, FimiError *err) {
+  if (check_text(t->variant, 1, "variant", err) != 0) return -1;
+  const char *slash = strchr(t->variant, '/');
+  if (!slash || slash == t->variant || strcmp(slash + 1, t->family) != 0)
+    return fimi_fail(err, "variant: '%.64s' is not '<prefix>/%.64s'", t->variant, t->family);
+  return 0;
+}
+
 int task_validate(const Task *t, FimiError *err) {
   if (check_text(t->id, 1, "id", err) || check_text(t->family, 1, "family", err) ||
       check_text(t->persona, 1, "persona", err) || check_text(t->reason, 1, "reason", err))
@@ -375,6 +385,7 @@ int task_validate(const Task *t, FimiError *err) {
   if (t->authenticated && (check_text(t->authenticated, 1, "initial.authenticated", err) != 0 ||
                            strlen(t->authenticated) >= BANK_ID_MAX))
     return fimi_fail(err, "initial.authenticated: not a customer id");
+  if (t->variant && check_variant(t, err) != 0) return -1;
   char w[96];
   for (int i = 0; i < t->num_fixture; i++) {
     snprintf(w, sizeof w, "initial.fixture[%d]", i);
@@ -593,7 +604,7 @@ int task_from_json(const cJSON *json, Task *out, FimiError *err) {
   static const char *const keys[] = {"id",          "family",     "kind",        "use_case",  "persona",
                                      "style",       "reason",     "fields",      "initial",   "gold",
                                      "checks",      "communicate", "confirms",   "assertions", "max_turns",
-                                     "expected_end", NULL};
+                                     "expected_end", "variant",    NULL};
   task_init(out);
   int kind = 0, use_case = 0, style = 0, end = 0;
   double turns = 0;
@@ -607,7 +618,8 @@ int task_from_json(const cJSON *json, Task *out, FimiError *err) {
       read_refs(json, "communicate", "name", 1, &out->communicate, &out->num_communicate, err) ||
       read_refs(json, "confirms", "what", 0, &out->confirms, &out->num_confirms, err) ||
       read_assertions(json, out, err) || read_int(json, "max_turns", 1, 1, TASK_MAX_TURNS, &turns, "", err) ||
-      read_enum(json, "expected_end", task_end_from_name, &end, err))
+      read_enum(json, "expected_end", task_end_from_name, &end, err) ||
+      read_string(json, "variant", 0, &out->variant, "", err))
     goto fail;
   out->kind = (TaskKind)kind;
   out->use_case = (TaskUseCase)use_case;
@@ -700,6 +712,7 @@ cJSON *task_to_json(const Task *t, FimiError *err) {
   }
   cJSON_AddNumberToObject(j, "max_turns", t->max_turns);
   cJSON_AddStringToObject(j, "expected_end", task_end_name(t->expected_end));
+  if (t->variant) cJSON_AddStringToObject(j, "variant", t->variant);  // optional: absent in older files
   return j;
 }
 

@@ -145,6 +145,12 @@ typedef struct Task {
 
   int max_turns;         // agent turns (tool calls and messages together)
   TaskEnd expected_end;  // STOP, TRANSFER or OUT_OF_SCOPE
+
+  // The named variant the task instantiates, "<prefix>/<family>" (a product
+  // or channel prefix of its family's TaskFamily.variants), or NULL: not
+  // recorded (the first-round families, whose generated tasks stay as they
+  // were). Written to JSON only when set, so older task files still read.
+  char *variant;
 } Task;
 
 // ---- names of enum values (JSON spelling) ---------------------------------
