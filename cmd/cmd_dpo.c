@@ -30,7 +30,8 @@ static void dpo_usage(FILE *out) {
           "                             [--family PATTERN] [--coverage FILE]\n"
           "       fimi dpo pairs --model DIR --corpus conv.jsonl --out pairs.jsonl [--device cpu]\n"
           "                      [--temperature T] [--top-p P] [--samples K] [--seed S] [--max-new N]\n"
-          "                      [--tokenizer FILE] [--max-dialogs N] [--no-progress]\n"
+          "                      [--chosen reference|self-rephrase] [--tokenizer FILE] [--max-dialogs N]\n"
+          "                      [--no-progress]\n"
           "  corpus build  plays env's oracle against each task's pinned customer, validates every dialog\n"
           "                (gold calls, values from the data, consent before charges, rules, arithmetic\n"
           "                recomputed) and writes the accepted ones; rejections counted by reason;\n"
@@ -39,6 +40,10 @@ static void dpo_usage(FILE *out) {
           "                writes one DPO pair (TRL prompt/chosen/rejected message lists + tag) per\n"
           "                failing turn; rerun the same command to resume; --max-dialogs N stops after N\n"
           "                more dialogs. Defaults: greedy (--temperature 0), 1 sample, seed 0, 96 tokens.\n"
+          "                --chosen self-rephrase: the model revises its own failing turn under a rubric;\n"
+          "                the revision is the chosen side when it passes the checks, else the reference\n"
+          "                turn (counted). Both sides are scored: log-probs under the model, per\n"
+          "                construction, in OUT.summary.json.\n"
           "                Generation runs on the CPU; --device cuda is refused.\n");
 }
 
@@ -153,6 +158,7 @@ static int corpus_build(int argc, char **argv) {
 
 typedef struct PairsArgs {
   const char *model, *corpus, *out, *tokenizer, *device;
+  DpoChosenSource chosen;
   double temperature, top_p;
   long samples, seed, max_new, max_dialogs;
   int progress;
@@ -160,7 +166,7 @@ typedef struct PairsArgs {
 
 static int parse_pairs_args(int argc, char **argv, PairsArgs *a, FimiError *err) {
   static const char *const flags[] = {"--model", "--corpus", "--out", "--tokenizer", "--device", "--temperature",
-                                      "--top-p", "--samples", "--seed", "--max-new", "--max-dialogs", NULL};
+                                      "--top-p", "--samples", "--seed", "--max-new", "--max-dialogs", "--chosen", NULL};
   a->top_p = 1.0;
   a->samples = 1;
   a->max_new = 96;
@@ -181,6 +187,7 @@ static int parse_pairs_args(int argc, char **argv, PairsArgs *a, FimiError *err)
     else if (!strcmp(flag, "--out")) a->out = v;
     else if (!strcmp(flag, "--tokenizer")) a->tokenizer = v;
     else if (!strcmp(flag, "--device")) a->device = v;
+    else if (!strcmp(flag, "--chosen")) rc = dpo_chosen_source_parse(v, &a->chosen, err);
     else if (!strcmp(flag, "--temperature")) rc = cli_parse_float(flag, v, &a->temperature, err);
     else if (!strcmp(flag, "--top-p")) rc = cli_parse_float(flag, v, &a->top_p, err);
     else if (!strcmp(flag, "--samples")) rc = cli_parse_int(flag, v, 1, 64, &a->samples, err);
@@ -248,6 +255,7 @@ static cJSON *run_params(const PairsArgs *a, long dialogs) {
   cJSON_AddNumberToObject(p, "samples", (double)a->samples);
   cJSON_AddNumberToObject(p, "seed", (double)a->seed);
   cJSON_AddNumberToObject(p, "max_new", (double)a->max_new);
+  cJSON_AddStringToObject(p, "chosen", dpo_chosen_source_name(a->chosen));
   return p;
 }
 
@@ -263,8 +271,24 @@ static cJSON *stats_json(const DpoReplayStats *s) {
   for (int t = 1; t < DPO_TAG_COUNT; t++) cJSON_AddNumberToObject(tags, dpo_tag_name((DpoTag)t), (double)s->tags[t]);
   cJSON_AddNumberToObject(o, "chosen_chars", (double)s->chosen_chars);
   cJSON_AddNumberToObject(o, "rejected_chars", (double)s->rejected_chars);
+  cJSON_AddNumberToObject(o, "rephrase_attempts", (double)s->rephrase_attempts);
+  cJSON_AddNumberToObject(o, "rephrase_accepted", (double)s->rephrase_accepted);
+  cJSON *by = cJSON_AddObjectToObject(o, "constructions");
+  for (int c = 0; c < DPO_CHOSEN_COUNT; c++) {
+    const DpoConstructionStats *cs = &s->by_source[c];
+    cJSON *e = cJSON_AddObjectToObject(by, dpo_chosen_source_name((DpoChosenSource)c));
+    cJSON_AddNumberToObject(e, "pairs", (double)cs->pairs);
+    cJSON_AddNumberToObject(e, "chosen_chars", (double)cs->chosen_chars);
+    cJSON_AddNumberToObject(e, "rejected_chars", (double)cs->rejected_chars);
+    cJSON_AddNumberToObject(e, "scored", (double)cs->scored);
+    cJSON_AddNumberToObject(e, "logp_chosen", cs->logp_chosen);
+    cJSON_AddNumberToObject(e, "logp_rejected", cs->logp_rejected);
+    cJSON_AddNumberToObject(e, "chosen_tokens", (double)cs->chosen_tokens);
+    cJSON_AddNumberToObject(e, "rejected_tokens", (double)cs->rejected_tokens);
+  }
   cJSON_AddNumberToObject(o, "generate_seconds", s->generate_seconds);
   cJSON_AddNumberToObject(o, "check_seconds", s->check_seconds);
+  cJSON_AddNumberToObject(o, "score_seconds", s->score_seconds);
   return o;
 }
 
@@ -285,8 +309,24 @@ static void stats_from_json(const cJSON *o, DpoReplayStats *s) {
   for (int t = 1; t < DPO_TAG_COUNT; t++) s->tags[t] = (long)num(tags, dpo_tag_name((DpoTag)t));
   s->chosen_chars = (long)num(o, "chosen_chars");
   s->rejected_chars = (long)num(o, "rejected_chars");
+  s->rephrase_attempts = (long)num(o, "rephrase_attempts");
+  s->rephrase_accepted = (long)num(o, "rephrase_accepted");
+  const cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "constructions");
+  for (int c = 0; c < DPO_CHOSEN_COUNT; c++) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(by, dpo_chosen_source_name((DpoChosenSource)c));
+    DpoConstructionStats *cs = &s->by_source[c];
+    cs->pairs = (long)num(e, "pairs");
+    cs->chosen_chars = (long)num(e, "chosen_chars");
+    cs->rejected_chars = (long)num(e, "rejected_chars");
+    cs->scored = (long)num(e, "scored");
+    cs->logp_chosen = num(e, "logp_chosen");
+    cs->logp_rejected = num(e, "logp_rejected");
+    cs->chosen_tokens = (long)num(e, "chosen_tokens");
+    cs->rejected_tokens = (long)num(e, "rejected_tokens");
+  }
   s->generate_seconds = num(o, "generate_seconds");
   s->check_seconds = num(o, "check_seconds");
+  s->score_seconds = num(o, "score_seconds");
 }
 
 // The run so far: totals and per family, from the progress entries.
@@ -345,7 +385,7 @@ static int read_progress(const char *path, const cJSON *params, RunTotals *t, Fi
   return rc;
 }
 
-static cJSON *summary_json(const RunTotals *t, long dialogs) {
+static cJSON *summary_json(const RunTotals *t, long dialogs, DpoChosenSource chosen) {
   const DpoReplayStats *s = &t->all;
   cJSON *o = stats_json(s);
   cJSON_AddNumberToObject(o, "dialogs", (double)t->done);
@@ -355,8 +395,25 @@ static cJSON *summary_json(const RunTotals *t, long dialogs) {
   cJSON_AddNumberToObject(o, "mean_rejected_chars", s->pairs ? (double)s->rejected_chars / (double)s->pairs : 0);
   cJSON_AddNumberToObject(o, "length_diff_chars",
                           s->pairs ? (double)(s->chosen_chars - s->rejected_chars) / (double)s->pairs : 0);
-  double secs = s->generate_seconds + s->check_seconds;
+  double secs = s->generate_seconds + s->check_seconds + s->score_seconds;
   cJSON_AddNumberToObject(o, "turns_per_second", secs > 0 ? (double)s->turns / secs : 0);
+  // With self-rephrase, every pair whose chosen side is the reference turn
+  // fell back: its revision failed the checks or exceeded the context.
+  cJSON_AddNumberToObject(o, "rephrase_fallback",
+                          chosen == DPO_CHOSEN_SELF_REPHRASE ? (double)s->by_source[DPO_CHOSEN_REFERENCE].pairs : 0);
+  cJSON *by = cJSON_GetObjectItemCaseSensitive(o, "constructions");
+  for (int c = 0; by && c < DPO_CHOSEN_COUNT; c++) {
+    const DpoConstructionStats *cs = &s->by_source[c];
+    cJSON *e = cJSON_GetObjectItemCaseSensitive(by, dpo_chosen_source_name((DpoChosenSource)c));
+    double n = (double)cs->scored;
+    cJSON_AddNumberToObject(e, "mean_logp_chosen", n ? cs->logp_chosen / n : 0);
+    cJSON_AddNumberToObject(e, "mean_logp_rejected", n ? cs->logp_rejected / n : 0);
+    cJSON_AddNumberToObject(e, "logp_per_token_chosen", cs->chosen_tokens ? cs->logp_chosen / (double)cs->chosen_tokens : 0);
+    cJSON_AddNumberToObject(e, "logp_per_token_rejected",
+                            cs->rejected_tokens ? cs->logp_rejected / (double)cs->rejected_tokens : 0);
+    cJSON_AddNumberToObject(e, "length_diff_chars",
+                            cs->pairs ? (double)(cs->chosen_chars - cs->rejected_chars) / (double)cs->pairs : 0);
+  }
   cJSON *fam = cJSON_AddObjectToObject(o, "families");
   for (const cJSON *f = t->families->child; fam && f; f = f->next) {
     cJSON *e = cJSON_Duplicate(f, 1);
@@ -399,7 +456,7 @@ static int open_model(PairsRun *r, FimiError *err) {
 // Dialogs [totals.done, end) appended to the pairs file, one progress line each.
 static int replay_dialogs(PairsRun *r, FILE *out, FILE *pf, long end, FimiError *err) {
   DpoCandidate cand = dpo_model_candidate(&r->cand);
-  DpoPairOptions opt = {(int)r->a.samples, (uint64_t)r->a.seed, NULL};
+  DpoPairOptions opt = {(int)r->a.samples, (uint64_t)r->a.seed, NULL, r->a.chosen};
   Progress prog;
   long first = r->totals.done;
   if (r->a.progress) progress_start(&prog, "dpo pairs", r->corpus.count, stderr);
@@ -485,8 +542,19 @@ static void print_summary(const cJSON *s, const char *path) {
   for (const cJSON *t = tags ? tags->child : NULL; t; t = t->next)
     printf("%s%s %.0f", t == tags->child ? "" : ", ", t->string, t->valuedouble);
   if (num(s, "skipped") > 0) printf("; %.0f turns skipped (prefix beyond the model's context)", num(s, "skipped"));
-  printf("); %.2f turns/s (generation %.2f s, checks %.3f s); summary in %s\n", num(s, "turns_per_second"),
-         num(s, "generate_seconds"), num(s, "check_seconds"), path);
+  printf("); %.2f turns/s (generation %.2f s, checks %.3f s, scoring %.2f s)\n", num(s, "turns_per_second"),
+         num(s, "generate_seconds"), num(s, "check_seconds"), num(s, "score_seconds"));
+  if (num(s, "rephrase_attempts") > 0)
+    printf("self-rephrase: %.0f revisions checked, %.0f accepted; %.0f pairs kept the reference turn\n",
+           num(s, "rephrase_attempts"), num(s, "rephrase_accepted"), num(s, "rephrase_fallback"));
+  const cJSON *by = cJSON_GetObjectItemCaseSensitive(s, "constructions");
+  for (const cJSON *e = by ? by->child : NULL; e; e = e->next)
+    if (num(e, "pairs") > 0)
+      printf("chosen %-13s %5.0f pairs: mean log-prob chosen %.2f (%.3f/token), rejected %.2f (%.3f/token); "
+             "length chosen - rejected %+.1f chars\n",
+             e->string, num(e, "pairs"), num(e, "mean_logp_chosen"), num(e, "logp_per_token_chosen"),
+             num(e, "mean_logp_rejected"), num(e, "logp_per_token_rejected"), num(e, "length_diff_chars"));
+  printf("summary in %s\n", path);
 }
 
 static int pairs_run(int argc, char **argv) {
@@ -515,7 +583,7 @@ static int pairs_run(int argc, char **argv) {
   if (out && fclose(out) != 0 && rc == 0) rc = fimi_fail(&err, "cannot write %s", r.a.out);
   if (pf) fclose(pf);
   if (rc == 0) {
-    summary = summary_json(&r.totals, r.corpus.count);
+    summary = summary_json(&r.totals, r.corpus.count, r.a.chosen);
     if (r.totals.done == r.corpus.count) rc = json_write_file(r.summary_path, summary, &err);
     else printf("stopped after %ld of %ld dialogs (--max-dialogs); rerun to continue\n", r.totals.done, r.corpus.count);
   }

@@ -2,6 +2,7 @@
 // and sampling for the model candidate (dpo/candidate_model.h).
 #include "dpo/candidate_model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,22 @@ static int sample_turn(DpoModelCandidate *m, uint64_t seed, int32_t *out, FimiEr
   return n;
 }
 
+// Brings the cache to ids[0..n) (a cache for `need` positions), prefilling
+// only what differs from the cached ids; m->logits then holds the logits
+// after ids[n-1].
+static int prefill_prompt(DpoModelCandidate *m, const int32_t *ids, int n, int need, FimiError *err) {
+  if (ensure_capacity(m, need, err) != 0) return -1;
+  // Keep the common prefix of the cached ids (at least one token is
+  // prefilled, for the next-token logits).
+  size_t common = 0;
+  while (common < m->cached_len && common + 1 < (size_t)n && m->cached[common] == ids[common]) common++;
+  m->cache.lengths[0] = (int)common;
+  m->prompt_tokens += n;
+  m->prefilled_tokens += n - (long)common;
+  if (gemma_prefill(m->model, &m->cache, 0, (const int *)ids + common, n - (int)common, m->logits, err) != 0) return -1;
+  return remember_prompt(m, ids, (size_t)n, err);
+}
+
 static int generate(void *ctx, const cJSON *prefix, uint64_t seed, char **text, size_t *len, FimiError *err) {
   DpoModelCandidate *m = ctx;
   *text = NULL;
@@ -92,16 +109,7 @@ static int generate(void *ctx, const cJSON *prefix, uint64_t seed, char **text, 
   const int32_t *ids = m->chat.ids.data;
   int n = (int)m->chat.ids.len;
   if (n + m->max_new > m->model->config.max_position_embeddings) return 1;  // skipped: beyond the context
-  if (ensure_capacity(m, n + m->max_new, err) != 0) return -1;
-  // Keep the common prefix of the last prompt (at least one token is
-  // prefilled, for the next-token logits).
-  size_t common = 0;
-  while (common < m->cached_len && common + 1 < (size_t)n && m->cached[common] == ids[common]) common++;
-  m->cache.lengths[0] = (int)common;
-  m->prompt_tokens += n;
-  m->prefilled_tokens += n - (long)common;
-  if (gemma_prefill(m->model, &m->cache, 0, (const int *)ids + common, n - (int)common, m->logits, err) != 0) return -1;
-  if (remember_prompt(m, ids, (size_t)n, err) != 0) return -1;
+  if (prefill_prompt(m, ids, n, n + m->max_new, err) != 0) return -1;
   int32_t *out = fimi_malloc(sizeof *out * (size_t)m->max_new, err);
   if (!out) return -1;
   int k = sample_turn(m, seed, out, err);
@@ -116,4 +124,55 @@ static int generate(void *ctx, const cJSON *prefix, uint64_t seed, char **text, 
   return rc;
 }
 
-DpoCandidate dpo_model_candidate(DpoModelCandidate *m) { return (DpoCandidate){begin_dialog, generate, m}; }
+// log softmax(logits)[id] in double.
+static double log_prob(const float *logits, int V, int id) {
+  float max = logits[0];
+  for (int v = 1; v < V; v++) max = logits[v] > max ? logits[v] : max;
+  double sum = 0;
+  for (int v = 0; v < V; v++) sum += exp((double)logits[v] - max);
+  return (double)logits[id] - max - log(sum);
+}
+
+// The message's tokens after the prompt, teacher-forced through the cache:
+// the same ids and mask `fimi data tokenize --kind dpo` gives the response.
+static int score(void *ctx, const cJSON *prefix, const cJSON *message, double *logp, long *tokens, FimiError *err) {
+  DpoModelCandidate *m = ctx;
+  *logp = 0;
+  *tokens = 0;
+  chat_reset(&m->chat);
+  if (chat_render_messages(&m->chat, prefix, NULL, "scored prefix", err) != 0 ||
+      chat_append_generation_prompt(&m->chat, err) != 0)
+    return -1;
+  int n = (int)m->chat.ids.len;
+  cJSON *conv = cJSON_Duplicate(prefix, 1), *msg = cJSON_Duplicate(message, 1);
+  if (!conv || !msg) {
+    cJSON_Delete(conv), cJSON_Delete(msg);
+    return fimi_fail(err, "candidate: out of memory");
+  }
+  cJSON_AddItemToArray(conv, msg);
+  chat_reset(&m->chat);
+  int rc = chat_render_messages(&m->chat, conv, NULL, "scored turn", err);
+  cJSON_Delete(conv);
+  if (rc != 0) return -1;
+  const int32_t *ids = m->chat.ids.data;
+  const uint8_t *mask = m->chat.mask;
+  int last = (int)m->chat.ids.len - 1;
+  while (last >= n && !mask[last]) last--;
+  if (last < n) return fimi_fail(err, "candidate: the scored message has no response tokens");
+  if (last + 1 > m->model->config.max_position_embeddings) return 1;
+  // The prompt's ids are the rendered turn's first n (chat.h builds turn by
+  // turn), so the prompt prefill and the teacher forcing share one cache.
+  if (prefill_prompt(m, ids, n, last + 1, err) != 0) return -1;
+  int V = m->model->config.vocab_size;
+  for (int j = n; j <= last; j++) {
+    if (mask[j]) {
+      *logp += log_prob(m->logits, V, ids[j]);
+      (*tokens)++;
+    }
+    if (j < last && gemma_decode_step(m->model, &m->cache, (const int *)ids + j, NULL, m->logits, err) != 0) return -1;
+  }
+  m->scored_tokens += *tokens;
+  return remember_prompt(m, ids, (size_t)last, err);  // the cache holds ids[0..last)
+}
+
+DpoCandidate dpo_model_candidate(DpoModelCandidate *m) { return (DpoCandidate){begin_dialog, generate, score, m}; }

@@ -5,7 +5,9 @@
 // the ids a rollout builds turn by turn for the same conversation
 // (env/transcript.h), and the turn is sampled with model/decode.h's KV cache
 // until <end_of_turn> (or <eos>, or max_new tokens), then decoded keeping the
-// special tokens so <tool_call> tags survive (as rl/rollout does).
+// special tokens so <tool_call> tags survive (as rl/rollout does). The
+// score callback teacher-forces a given turn through the same cache and sums
+// its log-probs over the tokens the DPO loss counts.
 //
 // Within a dialog the cache keeps the longest common prefix of the previous
 // turn's prompt (the reference prefix only grows) and prefills the rest;
@@ -34,7 +36,7 @@ typedef struct DpoModelCandidate {
   int max_new;
   SamplerConfig sampler;
   float *logits;  // (V)
-  long prompt_tokens, prefilled_tokens, sampled_tokens;  // counters for the report
+  long prompt_tokens, prefilled_tokens, sampled_tokens, scored_tokens;  // counters for the report
 } DpoModelCandidate;
 
 int dpo_model_candidate_init(DpoModelCandidate *m, GemmaModel *model, const Tokenizer *tok, int max_new,

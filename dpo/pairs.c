@@ -20,8 +20,23 @@ void dpo_replay_stats_add(DpoReplayStats *into, const DpoReplayStats *s) {
   for (int i = 0; i < DPO_TAG_COUNT; i++) into->tags[i] += s->tags[i];
   into->chosen_chars += s->chosen_chars;
   into->rejected_chars += s->rejected_chars;
+  into->rephrase_attempts += s->rephrase_attempts;
+  into->rephrase_accepted += s->rephrase_accepted;
+  for (int c = 0; c < DPO_CHOSEN_COUNT; c++) {
+    DpoConstructionStats *a = &into->by_source[c];
+    const DpoConstructionStats *b = &s->by_source[c];
+    a->pairs += b->pairs;
+    a->chosen_chars += b->chosen_chars;
+    a->rejected_chars += b->rejected_chars;
+    a->scored += b->scored;
+    a->logp_chosen += b->logp_chosen;
+    a->logp_rejected += b->logp_rejected;
+    a->chosen_tokens += b->chosen_tokens;
+    a->rejected_tokens += b->rejected_tokens;
+  }
   into->generate_seconds += s->generate_seconds;
   into->check_seconds += s->check_seconds;
+  into->score_seconds += s->score_seconds;
 }
 
 char *dpo_sanitize_utf8(const char *text, size_t len, int *changed, FimiError *err) {
@@ -83,9 +98,10 @@ static int append_until(Replay *r, int index, FimiError *err) {
   return 0;
 }
 
-// The rejected side: the candidate's turn as an assistant message (the
-// tool_calls form when the call is canonical, else the text verbatim).
-static cJSON *rejected_message(const char *text, size_t len, int *sanitized, FimiError *err) {
+// A candidate turn (the rejected side, or a revision) as an assistant
+// message (the tool_calls form when the call is canonical, else the text
+// verbatim).
+static cJSON *turn_message(const char *text, size_t len, int *sanitized, FimiError *err) {
   char *clean = dpo_sanitize_utf8(text, len, sanitized, err);
   if (!clean) return NULL;
   cJSON *m = env_transcript_assistant_message(clean, strlen(clean), NULL, err);
@@ -105,22 +121,43 @@ static size_t content_chars(const cJSON *m) {
   return n;
 }
 
-static int add_pair(Replay *r, long index, int turn, int sample, const cJSON *chosen, const char *text, size_t len,
-                    const DpoDivergence *dv, cJSON *pairs, DpoReplayStats *st, FimiError *err) {
-  int sanitized = 0;
-  cJSON *rejected = rejected_message(text, len, &sanitized, err);
-  if (!rejected) return -1;
+// One side of a pair, scored under the candidate when it can score.
+typedef struct PairSide {
+  cJSON *message;  // an assistant message (owned)
+  double logp;
+  long tokens;
+  int scored;
+} PairSide;
+
+static int score_side(Replay *r, const DpoCandidate *cand, PairSide *side, DpoReplayStats *st, FimiError *err) {
+  if (!cand->score) return 0;
+  double t0 = monotonic_seconds();
+  int rc = cand->score(cand->ctx, r->prefix, side->message, &side->logp, &side->tokens, err);
+  st->score_seconds += monotonic_seconds() - t0;
+  if (rc < 0) return -1;
+  side->scored = rc == 0;
+  return 0;
+}
+
+// Appends the pair row; takes the two messages.
+static int add_pair(Replay *r, long index, int turn, int sample, DpoChosenSource source, PairSide *chosen,
+                    PairSide *rejected, const DpoDivergence *dv, cJSON *pairs, DpoReplayStats *st, FimiError *err) {
   cJSON *row = cJSON_CreateObject();
   cJSON *c = cJSON_CreateArray(), *rj = cJSON_CreateArray(), *p = cJSON_Duplicate(r->prefix, 1);
-  cJSON *ch = cJSON_Duplicate(chosen, 1);
-  if (!row || !c || !rj || !p || !ch) {
-    cJSON_Delete(row), cJSON_Delete(c), cJSON_Delete(rj), cJSON_Delete(p), cJSON_Delete(ch), cJSON_Delete(rejected);
+  if (!row || !c || !rj || !p) {
+    cJSON_Delete(row), cJSON_Delete(c), cJSON_Delete(rj), cJSON_Delete(p);
     return fimi_fail(err, "pairs: out of memory");
   }
-  st->chosen_chars += (long)content_chars(ch);
-  st->rejected_chars += (long)content_chars(rejected);
-  cJSON_AddItemToArray(c, ch);
-  cJSON_AddItemToArray(rj, rejected);
+  DpoConstructionStats *cs = &st->by_source[source];
+  long cc = (long)content_chars(chosen->message), rc = (long)content_chars(rejected->message);
+  st->chosen_chars += cc;
+  st->rejected_chars += rc;
+  cs->pairs++;
+  cs->chosen_chars += cc;
+  cs->rejected_chars += rc;
+  cJSON_AddItemToArray(c, chosen->message);
+  cJSON_AddItemToArray(rj, rejected->message);
+  chosen->message = rejected->message = NULL;
   cJSON_AddItemToObject(row, "prompt", p);
   cJSON_AddItemToObject(row, "chosen", c);
   cJSON_AddItemToObject(row, "rejected", rj);
@@ -132,10 +169,77 @@ static int add_pair(Replay *r, long index, int turn, int sample, const cJSON *ch
   cJSON_AddNumberToObject(row, "turn", turn);
   cJSON_AddNumberToObject(row, "action", dv->action);
   cJSON_AddNumberToObject(row, "sample", sample);
+  cJSON_AddStringToObject(row, "chosen_source", dpo_chosen_source_name(source));
+  if (chosen->scored && rejected->scored) {
+    cJSON_AddNumberToObject(row, "logp_chosen", chosen->logp);
+    cJSON_AddNumberToObject(row, "logp_rejected", rejected->logp);
+    cs->scored++;
+    cs->logp_chosen += chosen->logp;
+    cs->logp_rejected += rejected->logp;
+    cs->chosen_tokens += chosen->tokens;
+    cs->rejected_tokens += rejected->tokens;
+  }
   cJSON_AddItemToArray(pairs, row);
   st->pairs++;
-  st->sanitized += sanitized;
   return 0;
+}
+
+// --chosen self-rephrase: the candidate revises its rejected turn; the
+// revision replaces the reference turn as chosen only when it passes the
+// checks. *revised stays NULL otherwise.
+static int rephrase(Replay *r, const cJSON *acts, const DpoCandidate *cand, uint64_t seed, const cJSON *rejected,
+                    const DpoDivergence *dv, const DpoPairOptions *opt, cJSON **revised, DpoReplayStats *st,
+                    FimiError *err) {
+  *revised = NULL;
+  cJSON *prefix = dpo_rephrase_prefix(r->prefix, rejected, dv, err);
+  if (!prefix) return -1;
+  char *text = NULL;
+  size_t len = 0;
+  double t0 = monotonic_seconds();
+  // Its own stream: the sample's seed mixed with "rephrase".
+  int rc = cand->generate(cand->ctx, prefix, rng_mix(seed, 0x7265706872617365ULL), &text, &len, err);
+  double t1 = monotonic_seconds();
+  st->generate_seconds += t1 - t0;
+  cJSON_Delete(prefix);
+  if (rc == 1) return 0;  // beyond the context: the reference turn stays
+  if (rc != 0) return -1;
+  st->rephrase_attempts++;
+  DpoDivergence check;
+  rc = dpo_divergence_find(&r->d->task, acts, r->earlier_calls, &r->known, text, len, opt->judge, &check, err);
+  if (rc == 0 && check.tag == DPO_TAG_NONE) {
+    int sanitized = 0;
+    *revised = turn_message(text, len, &sanitized, err);
+    if (!*revised) rc = -1;
+    else st->rephrase_accepted++;
+  }
+  st->check_seconds += monotonic_seconds() - t1;
+  free(text);
+  return rc;
+}
+
+// A failing turn's pair: the rejected side, the chosen side from the
+// requested construction, both scored.
+static int make_pair(Replay *r, long index, int mi, int k, uint64_t seed, const cJSON *acts, const cJSON *reference,
+                     const char *text, size_t len, const DpoDivergence *dv, const DpoCandidate *cand,
+                     const DpoPairOptions *opt, cJSON *pairs, DpoReplayStats *st, FimiError *err) {
+  int sanitized = 0;
+  PairSide rejected = {0}, chosen = {0};
+  DpoChosenSource source = DPO_CHOSEN_REFERENCE;
+  if (!(rejected.message = turn_message(text, len, &sanitized, err))) return -1;
+  st->sanitized += sanitized;
+  int rc = 0;
+  if (opt->chosen == DPO_CHOSEN_SELF_REPHRASE) {
+    rc = rephrase(r, acts, cand, seed, rejected.message, dv, opt, &chosen.message, st, err);
+    if (chosen.message) source = DPO_CHOSEN_SELF_REPHRASE;
+  }
+  if (rc == 0 && !chosen.message && !(chosen.message = cJSON_Duplicate(reference, 1)))
+    rc = fimi_fail(err, "pairs: out of memory");
+  if (rc == 0) rc = score_side(r, cand, &chosen, st, err);
+  if (rc == 0) rc = score_side(r, cand, &rejected, st, err);
+  if (rc == 0) rc = add_pair(r, index, mi, k, source, &chosen, &rejected, dv, pairs, st, err);
+  cJSON_Delete(chosen.message);
+  cJSON_Delete(rejected.message);
+  return rc;
 }
 
 // One reference turn: `samples` candidate turns, each scored; the failing
@@ -169,12 +273,12 @@ static int replay_turn(Replay *r, long index, int turn_no, const cJSON *turn, co
     rc = dpo_divergence_find(&r->d->task, acts, r->earlier_calls, &r->known, text, len, opt->judge, &dv, err);
     int dup = 0;
     for (int j = 0; rc == 0 && j < nseen; j++) dup |= seen_len[j] == len && memcmp(seen[j], text, len) == 0;
+    st->check_seconds += monotonic_seconds() - t1;  // make_pair times its own generation and scoring
     if (rc == 0 && dv.tag != DPO_TAG_NONE) {
       st->diverged++;
       st->tags[dv.tag]++;
-      if (!dup) rc = add_pair(r, index, mi, k, chosen, text, len, &dv, pairs, st, err);
+      if (!dup) rc = make_pair(r, index, mi, k, seed, acts, chosen, text, len, &dv, cand, opt, pairs, st, err);
     }
-    st->check_seconds += monotonic_seconds() - t1;
     if (rc == 0 && !dup && dv.tag != DPO_TAG_NONE) {
       seen[nseen] = text;
       seen_len[nseen++] = len;

@@ -6,8 +6,12 @@
 # a seed; a run stopped after some dialogs, with a half-written dialog and
 # progress line left behind as a kill leaves them, resumes to the same file
 # as an uninterrupted run; other parameters on resume and --device cuda are
-# refused) -> `fimi data tokenize --kind dpo` -> `fimi train` (objective dpo,
-# configs/tiny-cpu-dpo.ini) with no glue. Usage: cli_dpo_pairs.sh PATH/TO/fimi
+# refused; --chosen self-rephrase counts its revisions and fallbacks) ->
+# `fimi data tokenize --kind dpo` -> `fimi train` (objective dpo,
+# configs/tiny-cpu-dpo.ini) with no glue; the pairs' log-probs (the
+# candidate's KV-cache teacher forcing) equal the reference pass `fimi train`
+# writes into the dataset (a full-sequence forward, a separate code path).
+# Usage: cli_dpo_pairs.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
@@ -61,7 +65,29 @@ for p in rows:
     assert p["rejected"][0]["role"] == "assistant" and p["task_id"] == conv[p["dialog"]]["task_id"]
 assert sum(s["tags"].values()) == s["diverged"] and 0 < s["divergence_rate"] <= 1
 assert s["samples"] + 2 * s["skipped"] >= 2 * s["turns"] - 1 and s["families"] and s["turns_per_second"] > 0
+ref = s["constructions"]["reference"]
+assert all(p["chosen_source"] == "reference" for p in rows) and ref["pairs"] == len(rows)
+assert ref["scored"] == sum("logp_chosen" in p for p in rows) > len(rows) // 2 and s["rephrase_attempts"] == 0
+assert abs(ref["mean_logp_chosen"] - sum(p.get("logp_chosen", 0) for p in rows) / ref["scored"]) < 1e-6 * abs(ref["mean_logp_chosen"])
+assert ref["logp_per_token_chosen"] < 0 and ref["logp_per_token_rejected"] < 0
 print(s["turns"], s["pairs"], s["tags"])' "$D/pairs.jsonl" "$D/small.jsonl"
+
+expect_ok "pairs, self-rephrased chosen" pairs "$D/rephrased.jsonl" --no-progress --chosen self-rephrase
+cat "$WORK/out"
+expect_true "self-rephrase summary line" grep -q "^self-rephrase: [0-9]* revisions checked, [0-9]* accepted" "$WORK/out"
+expect_true "self-rephrase: same rejected sides, constructions counted" "$PY" -c 'import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+s = json.load(open(sys.argv[2] + ".summary.json"))
+c = s["constructions"]
+assert [p["rejected"] for p in a] == [p["rejected"] for p in b] and len(b) == s["pairs"]
+assert c["reference"]["pairs"] + c["self_rephrase"]["pairs"] == len(b) == c["reference"]["pairs"] + s["rephrase_accepted"]
+assert s["rephrase_fallback"] == c["reference"]["pairs"] and 0 < s["rephrase_attempts"] <= len(b)
+for p, q in zip(a, b):
+    assert q["chosen_source"] in ("reference", "self_rephrase")
+    assert q["chosen_source"] == "self_rephrase" or q["chosen"] == p["chosen"]' \
+  "$D/pairs.jsonl" "$D/rephrased.jsonl"
+expect_fail "--chosen teacher refused" "expected reference or self-rephrase" pairs "$D/z.jsonl" --chosen teacher
 
 expect_ok "pairs again (same seed)" pairs "$D/again.jsonl" --no-progress
 expect_true "deterministic for a seed" cmp "$D/pairs.jsonl" "$D/again.jsonl"
@@ -78,9 +104,9 @@ expect_true "resumed file == uninterrupted file" cmp "$D/pairs.jsonl" "$D/resume
 expect_true "resumed summary == uninterrupted summary (timing aside)" "$PY" -c 'import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 for d in (a, b):
-    for k in ("generate_seconds", "check_seconds", "turns_per_second"): d.pop(k)
+    for k in ("generate_seconds", "check_seconds", "score_seconds", "turns_per_second"): d.pop(k)
     for f in d["families"].values():
-        f.pop("generate_seconds"); f.pop("check_seconds")
+        f.pop("generate_seconds"); f.pop("check_seconds"); f.pop("score_seconds")
 assert a == b, (a, b)' "$D/pairs.jsonl.summary.json" "$D/resumed.jsonl.summary.json"
 expect_fail "resume with other parameters" "other parameters" pairs "$D/resumed.jsonl" --seed 6
 expect_fail "--device cuda refused" "runs on the CPU only" pairs "$D/x.jsonl" --device cuda
@@ -101,4 +127,33 @@ expect_ok "train dpo on the pairs" "$FIMI" train --config "$SRC/configs/tiny-cpu
 expect_true "3 DPO steps with finite loss" "$PY" -c 'import json, math, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert len(rows) == 3 and all(math.isfinite(r["loss"]) for r in rows), rows' "$D/run/metrics.jsonl"
+
+# The scores of `fimi dpo pairs` against the reference pass of `fimi train`:
+# the pairs that fit comfortably in the tiny model's 2048 positions, the same
+# init model. Tolerance: float32 sums of a few hundred log-probs from two
+# kernels (decode steps vs a padded batch forward) differ by ~1e-5 relative.
+expect_true "short scored pairs" "$PY" -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+sub = [r for r in rows if "logp_chosen" in r and len(json.dumps(r["prompt"])) < 2500][:12]
+assert len(sub) >= 4, len(sub)
+open(sys.argv[2], "w").write("".join(json.dumps(r) + "\n" for r in sub))' "$D/pairs.jsonl" "$D/scored.jsonl"
+expect_ok "tokenize the scored pairs" "$FIMI" data tokenize --kind dpo --input "$D/scored.jsonl" --tokenizer "$D/tokenizer.json" \
+  --out "$D/scored.h5" --max-length 2048
+expect_ok "reference pass (1 DPO step)" "$FIMI" train --config "$SRC/configs/tiny-cpu-dpo.ini" --set train.init="$D/init" \
+  --set data.train="$D/scored.h5" --set data.eval="$D/scored.h5" --set train.out_dir="$D/run_scored" --set train.steps=1 \
+  --set train.eval_every=1 --set train.save_every=1 --set train.progress=false --set train.micro_batch=4
+if "$PY" -c "import h5py" 2>/dev/null; then
+  expect_true "pair log-probs == the training reference pass" "$PY" -c 'import json, sys, h5py
+rows = [json.loads(l) for l in open(sys.argv[1])]
+f = h5py.File(sys.argv[2], "r")
+for side in ("chosen", "rejected"):
+    ref = f["ref_logp_" + side][:]
+    assert len(ref) == len(rows)
+    for r, v in zip(rows, ref):
+        assert abs(r["logp_" + side] - v) <= 1e-3 + 1e-5 * abs(v), (side, r["logp_" + side], v)
+print("max abs diff", max(abs(r["logp_" + s] - f["ref_logp_" + s][i]) for s in ("chosen", "rejected") for i, r in enumerate(rows)))' \
+    "$D/scored.jsonl" "$D/scored.h5"
+else
+  echo "SKIPPED: h5py is not installed; the log-prob cross-check did not run"
+fi
 cli_summary

@@ -7,7 +7,11 @@
 // confirmation question, no refusal, a preface stating an unknown value);
 // numbers compare as numbers; a plugged-in judge decides the text turns;
 // candidate output of any bytes never crashes and still gives valid pairs;
-// sampled candidates are deterministic for a seed.
+// sampled candidates are deterministic for a seed; with --chosen
+// self-rephrase a revision that passes the checks becomes the chosen side, one
+// that fails falls back to the reference turn (counted), and the revision
+// request never holds the reference's tool; the scores of both sides are
+// summed per construction.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +48,9 @@ typedef struct Script {
   const char *planted;
   size_t planted_len;
   int fuzz;
+  const char *revision;  // the reply to a revision request (NULL: the reference turn)
+  int revision_requests;
+  char last_request[2048];
 } Script;
 
 static int script_begin(void *ctx, FimiError *err) {
@@ -55,6 +62,19 @@ static int script_begin(void *ctx, FimiError *err) {
 static int script_generate(void *ctx, const cJSON *prefix, uint64_t seed, char **text, size_t *len, FimiError *err) {
   (void)err;
   Script *s = ctx;
+  const cJSON *last = cJSON_GetArrayItem(prefix, cJSON_GetArraySize(prefix) - 1);
+  const cJSON *content = cJSON_GetObjectItemCaseSensitive(last, "content");
+  // (A fuzzing script answers revision requests with random bytes too.)
+  if (!s->fuzz && !strcmp(cJSON_GetObjectItemCaseSensitive(last, "role")->valuestring, "user") && cJSON_IsString(content) &&
+      !strncmp(content->valuestring, "Review your last turn", 21)) {
+    // A revision request: prefix = reference prefix + rejected + request.
+    s->revision_requests++;
+    snprintf(s->last_request, sizeof s->last_request, "%s", content->valuestring);
+    *text = s->revision ? strdup(s->revision)
+                        : reference_text(cJSON_GetArrayItem(s->d->messages, cJSON_GetArraySize(prefix) - 2));
+    *len = strlen(*text);
+    return 0;
+  }
   int k = s->turn++;
   if (s->fuzz) {
     static const char *const pieces[] = {"<tool_call>", "</tool_call>", "{\"name\":", "\"get_account_balance\"",
@@ -105,16 +125,33 @@ static int make_dialog(const char *family, uint64_t seed, cJSON **row, DpoDialog
   return dpo_dialog_parse(*row, family, d, &err);
 }
 
-// Runs the script over a dialog; returns the pairs (caller deletes).
-static cJSON *replay(const DpoDialog *d, Script *s, const DpoJudge *judge, DpoReplayStats *st) {
+// A stand-in score: minus the characters of the message's content and call.
+static int script_score(void *ctx, const cJSON *prefix, const cJSON *message, double *logp, long *tokens,
+                        FimiError *err) {
+  (void)ctx, (void)prefix, (void)err;
+  char *text = cJSON_PrintUnformatted(message);
+  *tokens = (long)strlen(text);
+  *logp = -(double)*tokens;
+  free(text);
+  return 0;
+}
+
+// Runs the script over a dialog with the given chosen-side construction;
+// returns the pairs (caller deletes).
+static cJSON *replay_chosen(const DpoDialog *d, Script *s, const DpoJudge *judge, DpoChosenSource chosen,
+                            DpoReplayStats *st) {
   s->d = d;
-  DpoCandidate cand = {script_begin, script_generate, s};
-  DpoPairOptions opt = {1, 42, judge};
+  DpoCandidate cand = {script_begin, script_generate, script_score, s};
+  DpoPairOptions opt = {1, 42, judge, chosen};
   cJSON *pairs = cJSON_CreateArray();
   FimiError err = {0};
   memset(st, 0, sizeof *st);
   CHECK(dpo_pairs_dialog(d, 0, &cand, &opt, pairs, st, &err) == 0, "replay: %s", err.message);
   return pairs;
+}
+
+static cJSON *replay(const DpoDialog *d, Script *s, const DpoJudge *judge, DpoReplayStats *st) {
+  return replay_chosen(d, s, judge, DPO_CHOSEN_REFERENCE, st);
 }
 
 // The assistant-turn index (in d->actions) of the first turn whose
@@ -315,8 +352,8 @@ static void test_any_bytes(const DpoDialog *d) {
     Script s = {0};
     s.fuzz = 1;
     s.d = d;
-    DpoCandidate cand = {script_begin, script_generate, &s};
-    DpoPairOptions opt = {3, (uint64_t)round, NULL};
+    DpoCandidate cand = {script_begin, script_generate, NULL, &s};
+    DpoPairOptions opt = {3, (uint64_t)round, NULL, round % 2 ? DPO_CHOSEN_SELF_REPHRASE : DPO_CHOSEN_REFERENCE};
     cJSON *pairs = cJSON_CreateArray();
     DpoReplayStats st = {0};
     FimiError err = {0};
@@ -343,8 +380,8 @@ static void test_deterministic(const DpoDialog *d) {
     Script s = {0};
     s.fuzz = 1;
     s.d = d;
-    DpoCandidate cand = {script_begin, script_generate, &s};
-    DpoPairOptions opt = {2, 9, NULL};
+    DpoCandidate cand = {script_begin, script_generate, NULL, &s};
+    DpoPairOptions opt = {2, 9, NULL, DPO_CHOSEN_SELF_REPHRASE};
     cJSON *pairs = cJSON_CreateArray();
     DpoReplayStats st = {0};
     FimiError err = {0};
@@ -358,6 +395,96 @@ static void test_deterministic(const DpoDialog *d) {
     cJSON_Delete(pairs);
   }
   free(first);
+}
+
+static const char *row_str(const cJSON *row, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, key);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+// Plants `planted` at turn k, answers the revision request with `revision`
+// (NULL: the reference turn) and checks the pair's construction.
+static void expect_rephrase(const DpoDialog *d, int k, const char *planted, const char *revision, int accepted,
+                            const char *what) {
+  Script s = {0};
+  s.plant_at = k;
+  s.planted = planted;
+  s.planted_len = strlen(planted);
+  s.revision = revision;
+  DpoReplayStats st;
+  cJSON *pairs = replay_chosen(d, &s, NULL, DPO_CHOSEN_SELF_REPHRASE, &st);
+  const cJSON *p = pairs->child;
+  CHECK(p && !p->next && s.revision_requests == 1, "%s: %d pairs, %d revision requests", what,
+        cJSON_GetArraySize(pairs), s.revision_requests);
+  DpoChosenSource want = accepted ? DPO_CHOSEN_SELF_REPHRASE : DPO_CHOSEN_REFERENCE;
+  CHECK(st.rephrase_attempts == 1 && st.rephrase_accepted == accepted && st.by_source[want].pairs == 1 &&
+            st.by_source[!want].pairs == 0,
+        "%s: attempts %ld accepted %ld", what, st.rephrase_attempts, st.rephrase_accepted);
+  if (p) {
+    CHECK(!strcmp(row_str(p, "chosen_source"), dpo_chosen_source_name(want)), "%s: chosen_source %s", what,
+          row_str(p, "chosen_source"));
+    const cJSON *chosen = cJSON_GetObjectItemCaseSensitive(p, "chosen")->child;
+    const cJSON *reference = cJSON_GetArrayItem(d->messages, message_index_of_turn(d, k));
+    if (!accepted) CHECK(cJSON_Compare(chosen, reference, 1), "%s: the reference turn is chosen", what);
+    // Both sides scored (script_score: minus the JSON characters), summed per construction.
+    char *ct = cJSON_PrintUnformatted(chosen), *rt = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p, "rejected")->child);
+    const DpoConstructionStats *cs = &st.by_source[want];
+    CHECK(cJSON_GetObjectItemCaseSensitive(p, "logp_chosen")->valuedouble == -(double)strlen(ct) &&
+              cJSON_GetObjectItemCaseSensitive(p, "logp_rejected")->valuedouble == -(double)strlen(rt) &&
+              cs->scored == 1 && cs->logp_chosen == -(double)strlen(ct) && cs->chosen_tokens == (long)strlen(ct),
+          "%s: scores", what);
+    free(ct);
+    free(rt);
+  }
+  cJSON_Delete(pairs);
+}
+
+static void test_self_rephrase(const DpoDialog *fd) {
+  int call = turn_of(fd, "calculate_fd_maturity", 0);
+  const cJSON *ref = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(fd->actions, call), "actions")->child;
+  FimiError err = {0};
+  char *wrong_tool = toolcall_render_call("calculate_rd_maturity", cJSON_GetObjectItemCaseSensitive(ref, "arguments"), &err);
+  // A revision that passes the checks (the right call) is the chosen side.
+  expect_rephrase(fd, call, wrong_tool, NULL, 1, "revised call accepted");
+  // One that fails again falls back to the reference turn.
+  expect_rephrase(fd, call, wrong_tool, "Your FD will mature soon.", 0, "failed revision falls back");
+  // The request names the failure, not the reference's tool or arguments.
+  Script s = {0};
+  s.plant_at = call;
+  s.planted = wrong_tool;
+  s.planted_len = strlen(wrong_tool);
+  DpoReplayStats st;
+  cJSON *pairs = replay_chosen(fd, &s, NULL, DPO_CHOSEN_SELF_REPHRASE, &st);
+  CHECK(strstr(s.last_request, "tool call is not the right one") && !strstr(s.last_request, "calculate_fd_maturity"),
+        "the revision request holds the critique only: %s", s.last_request);
+  const cJSON *chosen = pairs->child ? cJSON_GetObjectItemCaseSensitive(pairs->child, "chosen")->child : NULL;
+  const cJSON *calls = cJSON_GetObjectItemCaseSensitive(chosen, "tool_calls");
+  char *calls_text = calls ? cJSON_PrintUnformatted(calls) : NULL;
+  CHECK(calls_text && strstr(calls_text, "calculate_fd_maturity"), "the accepted revision is the right call");
+  free(calls_text);
+  cJSON_Delete(pairs);
+  // A bad reply's request carries the judge's reason; the default construction never asks.
+  int summary = turn_of(fd, "Summary:", 1);
+  expect_rephrase(fd, summary, "Your deposit is booked. Thank you for calling Navadhan Bank.", NULL, 1,
+                  "revised summary accepted");
+  Script plain = {0};
+  plain.plant_at = summary;
+  plain.planted = "Your deposit is booked.";
+  plain.planted_len = strlen(plain.planted);
+  cJSON *ref_pairs = replay(fd, &plain, NULL, &st);
+  CHECK(plain.revision_requests == 0 && st.rephrase_attempts == 0 && st.by_source[DPO_CHOSEN_REFERENCE].pairs == 1 &&
+            !strcmp(row_str(ref_pairs->child, "chosen_source"), "reference"),
+        "--chosen reference asks for no revision");
+  cJSON_Delete(ref_pairs);
+  DpoDivergence dv = {DPO_TAG_BAD_REPLY, 0, "does not state 12345.00"};
+  char *req = dpo_rephrase_request(&dv, &err);
+  CHECK(req && strstr(req, "breaks a rule: does not state 12345.00"), "bad reply critique: %s", req);
+  free(req);
+  DpoChosenSource src;
+  CHECK(dpo_chosen_source_parse("self-rephrase", &src, &err) == 0 && src == DPO_CHOSEN_SELF_REPHRASE &&
+            dpo_chosen_source_parse("teacher", &src, &err) != 0 && strstr(err.message, "reference or self-rephrase"),
+        "--chosen parsing");
+  free(wrong_tool);
 }
 
 static void test_sanitize(void) {
@@ -392,6 +519,7 @@ int main(void) {
   test_judge_plugin(&fd);
   test_any_bytes(&cheque);
   test_deterministic(&fd);
+  test_self_rephrase(&fd);
   test_sanitize();
   dpo_dialog_free(&fd);
   dpo_dialog_free(&cheque);
