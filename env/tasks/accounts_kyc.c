@@ -573,3 +573,395 @@ FAMILY(fam_dispute_unauthorised, dispute_unauthorised, TASK_KIND_SEQ, TASK_SLICE
 FAMILY(fam_other_customer_account, other_customer_account, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "savings,current", "another customer's balance: refuse")
 FAMILY(fam_other_bank_balance_oos, other_bank_balance_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "savings,current", "own balance, another bank's: out of scope")
 FAMILY(fam_payee_cleanup, payee_cleanup, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "beneficiary", "list payees and delete one")
+
+// ==== second round (the deep slice) ===========================================
+// Chains of up to 8 actions; seq+db checks where a write or a refusal decides
+// the task, seq+comm where a value must reach the customer. Each task records
+// its named variant (fam_variant).
+#define CHECKS_WRITE (TASK_CHECK_SEQ | TASK_CHECK_DB)
+#define CHECKS_COMM (TASK_CHECK_SEQ | TASK_CHECK_COMM)
+// A payee of a KYC-current customer, past its cooling period, and the
+// customer's active account with at least `min` paise, no transfer today.
+#define SQL_PAYEE_ACCOUNT(min)                                                                                  \
+  "SELECT c.customer_id, a.account_id, a.balance_paise, b.beneficiary_id, b.name, a.account_type FROM customers c" \
+  " JOIN accounts a ON a.customer_id = c.customer_id JOIN beneficiaries b ON b.customer_id = c.customer_id"     \
+  " WHERE " KYC_OK " AND a.status = 'active' AND b.status = 'active'"                                         \
+  " AND b.added_on <= date((SELECT today FROM clock), '-2 days') AND a.balance_paise >= " #min                  \
+  " AND NOT EXISTS (SELECT 1 FROM transfers x WHERE x.customer_id = c.customer_id"                              \
+  " AND x.transfer_date = (SELECT today FROM clock)) ORDER BY a.account_id, b.beneficiary_id"
+
+// ---- rtgs_transfer (seq, 5 steps): payees, limits, RTGS of 2 lakh or more, balance ----
+static int gen_rtgs_transfer(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "rtgs_transfer", seed);
+  char c[6][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_PAYEE_ACCOUNT(50000000), 6, c, err));
+  int64_t cap = atoll(c[2]) / 100 / 2;
+  if (cap > 900000) cap = 900000;
+  int64_t amount = task_gen_range(&rng, 20, cap / 10000) * 10000;
+  char amount_text[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I need to pay Rs %s to %s by RTGS today for a property deal.",
+                 "%2$s ko Rs %1$s RTGS karna hai aaj, property ka payment hai.", "rtgs %s to %s today",
+                 amount_text, c[4]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "from_account", c[1], "your account", "debit", NULL));
+  FAM_TRY(fam_field(t, err, "amount", amount_text, "how much", NULL));
+  FAM_TRY(fam_gold(t, err, "list_beneficiaries", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "get_transfer_limits", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "transfer_funds", "from_account,beneficiary_id,amount,mode", 0,
+                 "{\"from_account\":\"%s\",\"beneficiary_id\":\"%s\",\"amount\":%lld,\"mode\":\"rtgs\"}", c[1], c[3],
+                 (long long)amount));
+  FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[1]));
+  FAM_TRY(fam_assert(t, err, "The agent reads the limits before the RTGS.", TASK_RULE_CALLED_BEFORE,
+                   "get_transfer_limits", "transfer_funds", NULL));
+  FAM_TRY(fam_variant(t, err, c[5]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- rtgs_below_minimum (edge, 3 steps): RTGS starts at Rs 2,00,000 -------------------
+static int gen_rtgs_below_minimum(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "rtgs_below_minimum", seed);
+  char c[6][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_PAYEE_ACCOUNT(0), 6, c, err));
+  char amount[32];
+  snprintf(amount, sizeof amount, "%d", (int)task_gen_range(&rng, 2, 19) * 10000);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Send Rs %s to %s, and it must go by RTGS, nothing else.",
+                 "%2$s ko Rs %1$s bhejna hai, sirf RTGS se.", "rtgs only. %s to %s", amount, c[4]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "amount", amount, "how much", NULL));
+  FAM_TRY(fam_gold(t, err, "list_beneficiaries", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "get_transfer_limits", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not send money below the RTGS minimum.", TASK_RULE_NOT_CALLED,
+                   "transfer_funds", NULL));
+  FAM_TRY(fam_variant(t, err, "rtgs"));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- netbanking_daily_cap (edge, 4 steps): above Rs 10,00,000 a day -------------------
+static int gen_netbanking_daily_cap(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "netbanking_daily_cap", seed);
+  char c[6][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_PAYEE_ACCOUNT(0), 6, c, err));
+  const char *mode = task_gen_range(&rng, 0, 1) ? "neft" : "rtgs";
+  char amount[32];
+  snprintf(amount, sizeof amount, "%d", (int)task_gen_range(&rng, 11, 40) * 100000);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Please transfer Rs %s to %s by %s in one go today.",
+                 "%2$s ko Rs %1$s %3$s se aaj hi ek baar mein bhej do.", "%s to %s via %s today. one shot", amount,
+                 c[4], mode));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "amount", amount, "how much", NULL));
+  FAM_TRY(fam_gold(t, err, "list_accounts", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "list_beneficiaries", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "get_transfer_limits", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not transfer above the daily limit.", TASK_RULE_NOT_CALLED,
+                   "transfer_funds", NULL));
+  FAM_TRY(fam_variant(t, err, mode));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- cooling_payee_cap (edge, 4 steps): add the payee, refuse above the cooling cap ----
+static int gen_cooling_payee_cap(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "cooling_payee_cap", seed);
+  static const char *const payees[][2] = {{"Meena Traders", "SBIN0006789"}, {"Arjun Nair", "HDFC0004321"},
+                                          {"Kaveri Motors", "ICIC0001357"}, {"Farah Sheikh", "UTIB0008642"}};
+  char c[2][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT c.customer_id, a.account_id FROM customers c JOIN accounts a ON a.customer_id = c.customer_id"
+                 " WHERE " KYC_OK " AND a.status = 'active' ORDER BY a.account_id",
+                 2, c, err));
+  int k = (int)task_gen_range(&rng, 0, 3);
+  const char *mode = task_gen_range(&rng, 0, 1) ? "neft" : "imps";
+  char number[24], amount[32];
+  snprintf(number, sizeof number, "%012lld", (long long)task_gen_range(&rng, 100000000000LL, 999999999999LL));
+  snprintf(amount, sizeof amount, "%d", (int)task_gen_range(&rng, 6, 40) * 10000);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Add %s as a payee and send them Rs %s by %s right away.",
+                 "%s ko payee add karke turant Rs %s %s kar do.", "new payee %s. send %s %s now", payees[k][0],
+                 amount, mode));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "payee_account_number", number, "account number", "their account", NULL));
+  FAM_TRY(fam_field(t, err, "ifsc", payees[k][1], "IFSC", "branch code", NULL));
+  FAM_TRY(fam_field(t, err, "amount", amount, "how much", NULL));
+  FAM_TRY(fam_gold(t, err, "add_beneficiary", "name,account_number,ifsc", 0,
+                 "{\"name\":\"%s\",\"account_number\":\"%s\",\"ifsc\":\"%s\"}", payees[k][0], number, payees[k][1]));
+  FAM_TRY(fam_gold(t, err, "get_transfer_limits", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not send more than the cooling-period cap to a new payee.",
+                   TASK_RULE_NOT_CALLED, "transfer_funds", NULL));
+  FAM_TRY(fam_variant(t, err, mode));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- contact_details_comm (tools, communication, 2 steps): what is on file -----------
+static int gen_contact_details_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "contact_details_comm", seed);
+  char c[1][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, "SELECT customer_id FROM customers ORDER BY customer_id", 1, c, err));
+  static const char *const asks[][4] = {{"email", "e-mail address", "email ID", "email"},
+                                        {"address", "address", "address", "pincode"},
+                                        {"mobile", "mobile number", "mobile number", "mobile"}};
+  int k = (int)task_gen_range(&rng, 0, 2);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Which %s do you have on file for me? I want to be sure it's right.",
+                 "Aapke records mein mera kaunsa %s hai? Confirm karna hai.", "%s on file?", asks[k][1], asks[k][2],
+                 asks[k][3]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fam_gold(t, err, "get_customer_profile", "", 0, "{}");
+  FAM_TRY(s);
+  if (k == 1) {
+    FAM_TRY(task_add_communicate(t, "city on file", s, "city", err));
+    FAM_TRY(task_add_communicate(t, "PIN code on file", s, "pincode", err));
+  } else {
+    FAM_TRY(task_add_communicate(t, asks[k][1], s, asks[k][3], err));
+  }
+  FAM_TRY(fam_variant(t, err, asks[k][0]));
+  fam_finish(t, CHECKS_COMM);
+  return 0;
+}
+
+// ---- mobile_update (happy, 3 steps): profile, then the new number (and e-mail) --------
+static int gen_mobile_update(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "mobile_update", seed);
+  char c[2][TASK_GEN_COL_MAX], mobile[16], email[256];
+  FAM_TRY(fam_pick(ctx, &rng, "SELECT customer_id, lower(replace(name, ' ', '')) FROM customers ORDER BY customer_id",
+                 2, c, err));
+  snprintf(mobile, sizeof mobile, "9%09lld", (long long)task_gen_range(&rng, 100000000LL, 999999999LL));
+  snprintf(email, sizeof email, "%s%d@example.in", c[1], (int)task_gen_range(&rng, 10, 99));
+  int both = (int)task_gen_range(&rng, 0, 1);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I have a new mobile number%s. Please update your records.",
+                 "Mera naya mobile number hai%s. Records update kar do.", "new mobile no%s. update",
+                 both ? " and a new e-mail" : ""));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "new_mobile", mobile, "new number", "mobile", NULL));
+  if (both) FAM_TRY(fam_field(t, err, "email", email, "e-mail", "mail id", NULL));
+  FAM_TRY(fam_gold(t, err, "get_customer_profile", "", 0, "{}"));
+  if (both)
+    FAM_TRY(fam_gold(t, err, "update_contact", "mobile,email", 0, "{\"mobile\":\"%s\",\"email\":\"%s\"}", mobile, email));
+  else
+    FAM_TRY(fam_gold(t, err, "update_contact", "mobile", 0, "{\"mobile\":\"%s\"}", mobile));
+  FAM_TRY(fam_variant(t, err, both ? "mobile_email" : "mobile"));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- dispute_other_reason (tools, 4 steps): double debit, wrong amount, not received ----
+static int gen_dispute_other_reason(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "dispute_other_reason", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT a.customer_id, x.account_id, x.txn_id, x.amount_paise, x.txn_date FROM transactions x"
+                 " JOIN accounts a ON a.account_id = x.account_id WHERE x.direction = 'debit'"
+                 " AND NOT EXISTS (SELECT 1 FROM disputes d WHERE d.txn_id = x.txn_id)"
+                 " AND (SELECT count(*) FROM transactions y WHERE y.account_id = x.account_id"
+                 " AND (y.txn_date > x.txn_date OR (y.txn_date = x.txn_date AND y.txn_id > x.txn_id))) < 10"
+                 " ORDER BY x.txn_id",
+                 5, c, err));
+  static const char *const reasons[][2] = {{"double_debit", "I was charged twice for the same payment"},
+                                           {"wrong_amount", "the amount debited is more than the bill"},
+                                           {"not_received", "the merchant says the money never arrived"}};
+  int k = (int)task_gen_range(&rng, 0, 2);
+  char amount[32];
+  fam_rupees(atoll(c[3]), amount);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "About the debit of Rs %s on %s: %s. Please raise a dispute.",
+                 "Rs %s ka debit %s ko hua, %s. Dispute daal do.", "debit %s on %s. %s. dispute", amount, c[4],
+                 reasons[k][1]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "account_id", c[1], "account number", "which account", NULL));
+  FAM_TRY(fam_gold(t, err, "get_transactions", "account_id", 0, "{\"account_id\":\"%s\",\"limit\":10}", c[1]));
+  int s = fam_gold(t, err, "raise_dispute", "transaction_id,reason", 0,
+                  "{\"transaction_id\":\"%s\",\"reason\":\"%s\",\"description\":\"Customer says %s\"}", c[2],
+                  reasons[k][0], reasons[k][1]);
+  FAM_TRY(s);
+  char id[TASK_GEN_COL_MAX];
+  FAM_TRY(fam_replay_text(ctx, t, s, "dispute_id", id, sizeof id, err));
+  FAM_TRY(fam_gold(t, err, "get_dispute_status", "dispute_id", 0, "{\"dispute_id\":\"%s\"}", id));
+  FAM_TRY(fam_variant(t, err, reasons[k][0]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// Tier of a graded family: 0 easy, 1 medium, 2 hard.
+static const char *const TIERS[] = {"easy", "medium", "hard"};
+
+// ---- own_transfer_graded (seq, graded, 2/4/6 steps): the same move, harder each tier ----
+static int gen_own_transfer_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "own_transfer_graded", seed);
+  char c[4][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT a.customer_id, a.account_id, b.account_id, a.balance_paise FROM accounts a JOIN accounts b"
+                 " ON a.customer_id = b.customer_id AND a.account_id <> b.account_id"
+                 " WHERE a.status = 'active' AND b.status = 'active' AND a.balance_paise >= 200000"
+                 " ORDER BY a.account_id, b.account_id",
+                 4, c, err));
+  int tier = (int)task_gen_range(&rng, 0, 2);
+  int64_t cap = atoll(c[3]) / 100 / 2;
+  if (cap > 100000) cap = 100000;
+  int64_t amount = task_gen_range(&rng, 1, cap / 500 > 1 ? cap / 500 : 1) * 500;
+  char amount_text[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  fam_style(t, &rng);
+  if (tier == 0)
+    FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Move Rs %s from %s to my account %s.",
+                   "Rs %s %s se mere account %s mein daal do.", "move %s %s -> %s", amount_text, c[1], c[2]));
+  else
+    FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                   "I want to shift some money between my own accounts and see the balances%s.",
+                   "Apne accounts ke beech paise shift karne hain, balance bhi dekhna hai%s.",
+                   "own acct transfer + balances%s", tier == 2 ? ", and then the last entries" : ""));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  if (tier > 0) {
+    FAM_TRY(fam_field(t, err, "from_account", c[1], "debit", "from which", NULL));
+    FAM_TRY(fam_field(t, err, "to_account", c[2], "credit", "to which", NULL));
+    FAM_TRY(fam_field(t, err, "amount", amount_text, "how much", NULL));
+    FAM_TRY(fam_gold(t, err, "list_accounts", "", 0, "{}"));
+  }
+  if (tier == 2)
+    FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[1]));
+  FAM_TRY(fam_gold(t, err, "transfer_between_own_accounts", "from_account,to_account,amount", 0,
+                 "{\"from_account\":\"%s\",\"to_account\":\"%s\",\"amount\":%lld}", c[1], c[2], (long long)amount));
+  if (tier > 0)
+    FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\",\"%s\"]}", c[1], c[2]));
+  if (tier == 2)
+    FAM_TRY(fam_gold(t, err, "get_transactions", "account_id", 0, "{\"account_id\":\"%s\",\"limit\":5}", c[1]));
+  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- rekyc_graded (seq, graded, 2/3/5 steps): status, re-KYC, then the new address ----
+static int gen_rekyc_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "rekyc_graded", seed);
+  char c[2][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT customer_id, aadhaar_last4 FROM customers WHERE kyc_status IN ('expired', 'pending')"
+                 " OR julianday(rekyc_due_date) - julianday((SELECT today FROM clock)) <= 90 ORDER BY customer_id",
+                 2, c, err));
+  int tier = (int)task_gen_range(&rng, 0, 2);
+  static const char *const cities[][2] = {{"Lucknow", "226010"}, {"Indore", "452001"}, {"Nagpur", "440010"},
+                                          {"Mysuru", "570001"}};
+  int k = (int)task_gen_range(&rng, 0, 3);
+  char line[96];
+  snprintf(line, sizeof line, "%d, MG Road", (int)task_gen_range(&rng, 1, 300));
+  fam_style(t, &rng);
+  static const char *const en[] = {"Is my KYC up to date? When is re-KYC due?",
+                                   "My KYC needs renewing. Please complete re-KYC with my Aadhaar.",
+                                   "I moved to %s. Please do my re-KYC with Aadhaar and then change my address."};
+  static const char *const hi[] = {"Mera KYC theek hai? Re-KYC kab due hai?",
+                                   "KYC renew karna hai, Aadhaar se re-KYC kar do.",
+                                   "Main %s shift ho gaya. Aadhaar se re-KYC karke address bhi badal do."};
+  static const char *const fr[] = {"kyc ok? rekyc due?", "rekyc. aadhaar", "moved to %s. rekyc aadhaar + new address"};
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, en[tier], hi[tier], fr[tier], cities[k][0]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  if (tier == 2) FAM_TRY(fam_gold(t, err, "get_customer_profile", "", 0, "{}"));
+  int s = fam_gold(t, err, "get_kyc_status", "", 0, "{}");
+  FAM_TRY(s);
+  if (tier == 0) FAM_TRY(task_add_communicate(t, "rekyc_due_date", s, "rekyc_due_date", err));
+  if (tier > 0) {
+    FAM_TRY(fam_field(t, err, "document_last4", c[1], "last 4", "last four", "aadhaar", NULL));
+    FAM_TRY(fam_gold(t, err, "submit_rekyc", "document_type,document_last4", 0,
+                   "{\"document_type\":\"aadhaar\",\"document_last4\":\"%s\"}", c[1]));
+  }
+  if (tier == 2) {
+    FAM_TRY(fam_field(t, err, "address_line", line, "address", "street", "house", NULL));
+    FAM_TRY(fam_field(t, err, "pincode", cities[k][1], "pin", "PIN code", "postal", NULL));
+    FAM_TRY(fam_gold(t, err, "update_address", "address_line,city,pincode,proof_document", 0,
+                   "{\"address_line\":\"%s\",\"city\":\"%s\",\"pincode\":\"%s\",\"proof_document\":\"aadhaar\"}", line,
+                   cities[k][0], cities[k][1]));
+  }
+  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  fam_finish(t, tier == 0 ? CHECKS_COMM : CHECKS_WRITE);
+  return 0;
+}
+
+// ---- all_balances_comm (happy, communication, 3 steps): every account's balance said ----
+static int gen_all_balances_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "all_balances_comm", seed);
+  char c[4][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT a.customer_id, a.account_id, b.account_id, a.account_type FROM accounts a JOIN accounts b"
+                 " ON a.customer_id = b.customer_id AND a.account_id < b.account_id"
+                 " WHERE a.status = 'active' AND b.status = 'active' AND (SELECT count(*) FROM accounts z"
+                 " WHERE z.customer_id = a.customer_id AND z.status = 'active') = 2 ORDER BY a.account_id",
+                 4, c, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "What is the balance in each of my accounts with you?",
+                 "Mere sabhi accounts ka balance alag alag batao.", "balance of all my accounts?"));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_accounts", "", 0, "{}"));
+  int s = fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\",\"%s\"]}", c[1], c[2]);
+  FAM_TRY(s);
+  FAM_TRY(task_add_communicate(t, "balance of the first account", s, "balances.0.balance", err));
+  FAM_TRY(task_add_communicate(t, "balance of the second account", s, "balances.1.balance", err));
+  FAM_TRY(fam_variant(t, err, c[3]));
+  fam_finish(t, CHECKS_COMM);
+  return 0;
+}
+
+// ---- statement_too_long (edge, 2 steps): statements cover at most one year -------------
+static int gen_statement_too_long(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "statement_too_long", seed);
+  char c[2][TASK_GEN_COL_MAX], from[1][TASK_GEN_COL_MAX], sql[128];
+  FAM_TRY(fam_pick(ctx, &rng, "SELECT customer_id, account_id FROM accounts WHERE status = 'active' ORDER BY account_id",
+                 2, c, err));
+  int years = (int)task_gen_range(&rng, 2, 4);
+  snprintf(sql, sizeof sql, "SELECT date((SELECT today FROM clock), '-%d years')", years);
+  FAM_TRY(task_gen_first(ctx, sql, NULL, 1, from, err));
+  const char *delivery = task_gen_range(&rng, 0, 1) ? "email" : "branch";
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                 "I need one single statement of account %s covering the last %d years, from %s till today.",
+                 "Account %s ka pichhle %d saal ka ek hi statement chahiye, %s se aaj tak.",
+                 "one statement %s. last %d yrs from %s", c[1], years, from[0]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "delivery", delivery, "email or branch", "send", "deliver", NULL));
+  FAM_TRY(fam_gold(t, err, "list_accounts", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not order a statement longer than one year.", TASK_RULE_NOT_CALLED,
+                   "request_statement", NULL));
+  FAM_TRY(fam_variant(t, err, delivery));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+#define DEEP_FAMILY(var, name, kind, flags, variants, summary) \
+  FAMILY(var, name, kind, TASK_SLICE_DEEP, flags, variants, summary)
+DEEP_FAMILY(fam_rtgs_transfer, rtgs_transfer, TASK_KIND_SEQ, 0, "savings,current",
+            "5 steps: payees, limits, RTGS from Rs 2 lakh, balance")
+DEEP_FAMILY(fam_rtgs_below_minimum, rtgs_below_minimum, TASK_KIND_EDGE, 0, "rtgs",
+            "RTGS below Rs 2 lakh: limits read, refuse")
+DEEP_FAMILY(fam_netbanking_daily_cap, netbanking_daily_cap, TASK_KIND_EDGE, 0, "neft,rtgs",
+            "transfer above Rs 10 lakh a day: accounts, payees, limits, refuse")
+DEEP_FAMILY(fam_cooling_payee_cap, cooling_payee_cap, TASK_KIND_EDGE, 0, "neft,imps",
+            "add a payee, refuse a transfer above the cooling cap")
+DEEP_FAMILY(fam_contact_details_comm, contact_details_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION,
+            "email,address,mobile", "profile read; the e-mail, address or masked mobile on file said")
+DEEP_FAMILY(fam_mobile_update, mobile_update, TASK_KIND_HAPPY, 0, "mobile,mobile_email",
+            "profile, then the new mobile (and e-mail)")
+DEEP_FAMILY(fam_dispute_other_reason, dispute_other_reason, TASK_KIND_TOOLS, 0, "double_debit,wrong_amount,not_received",
+            "statement, dispute (not fraud), dispute status")
+DEEP_FAMILY(fam_own_transfer_graded, own_transfer_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED, "easy,medium,hard",
+            "graded: own-account transfer in 2, 4 or 6 steps")
+DEEP_FAMILY(fam_rekyc_graded, rekyc_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED, "easy,medium,hard",
+            "graded: KYC status; re-KYC; profile, re-KYC and new address")
+DEEP_FAMILY(fam_all_balances_comm, all_balances_comm, TASK_KIND_HAPPY, TASK_FAMILY_COMMUNICATION, "savings,current",
+            "both accounts' balances said")
+DEEP_FAMILY(fam_statement_too_long, statement_too_long, TASK_KIND_EDGE, 0, "email,branch",
+            "statement over more than a year: refuse")

@@ -103,6 +103,10 @@ void fam_finish(Task *t, int checks) {
   t->max_turns = 16 + 2 * (t->num_fields + t->num_gold + t->num_confirms);
 }
 
+int fam_variant(Task *t, FimiError *err, const char *prefix) {
+  return task_set(&t->variant, err, "%s/%s", prefix, t->family);
+}
+
 void fam_rupees(int64_t paise, char out[32]) {
   snprintf(out, 32, "%s%lld.%02lld", paise < 0 ? "-" : "", (long long)(paise < 0 ? -paise : paise) / 100,
            (long long)(paise < 0 ? -paise : paise) % 100);

@@ -84,6 +84,10 @@ int fam_field(Task *task, FimiError *err, const char *name, const char *value, .
 // plus greetings and the closing message.
 void fam_finish(Task *task, int checks);
 
+// Records the named variant of the task: "<prefix>/<family>" (the prefix is
+// one of the family's TaskFamily.variants).
+int fam_variant(Task *task, FimiError *err, const char *prefix);
+
 // Rupees with two decimals from integer paise, e.g. 12345 -> "123.45".
 void fam_rupees(int64_t paise, char out[32]);
 
@@ -114,7 +118,10 @@ void fam_rupees_tool(int64_t paise, char out[32]);
   X(fam_tds_certificate) X(fam_scheme_kyc_expired) X(fam_tax_filing_oos) \
   X(fam_card_fraud_dispute) X(fam_card_temp_block) X(fam_card_limits) X(fam_card_international) \
   X(fam_mandate_revoke) X(fam_cheque_stop) X(fam_positive_pay) X(fam_cheque_book) X(fam_request_escalate) \
-  X(fam_complaint_request)
+  X(fam_complaint_request) \
+  X(fam_rtgs_transfer) X(fam_rtgs_below_minimum) X(fam_netbanking_daily_cap) X(fam_cooling_payee_cap) \
+  X(fam_contact_details_comm) X(fam_mobile_update) X(fam_dispute_other_reason) X(fam_own_transfer_graded) \
+  X(fam_rekyc_graded) X(fam_all_balances_comm) X(fam_statement_too_long)
 FAM_FAMILIES(FAM_FAMILY)
 #undef FAM_FAMILY
 
