@@ -43,6 +43,14 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
 void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                       const float *rstd, int N, int C);
 
+// Gemma 4 flavour: out = x * rsqrt(mean(x^2) + eps) * w (the weight is the
+// gain itself; HF initializes it to 1), or with weight NULL no gain at all
+// (Gemma 4's value norm). Same shapes and conventions as above; the backward
+// leaves dweight alone when weight is NULL.
+void rmsnorm_forward_gain(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps);
+void rmsnorm_backward_gain(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                           const float *rstd, int N, int C);
+
 // ---- RoPE, rotate_half convention: pairs (i, i + hd/2) ----
 // x (N, nheads, hd), positions (N). angle = (pos / position_scale) * theta^(-2i/hd),
 // cos/sin in fp32 (position_scale is HF's "linear" rope_scaling factor; 1 = none).
@@ -54,6 +62,15 @@ void rope_forward(float *out, const float *inp, const int *positions, int N, int
 // The inverse rotation applied to dout. In place allowed (dinp == dout).
 void rope_backward(float *dinp, const float *dout, const int *positions, int N, int nheads, int hd, float theta,
                    float position_scale);
+
+// Partial rotation (HF's "proportional" rope, Gemma 4 full-attention layers):
+// pairs (i, i + hd/2) with i < rot_pairs rotate by pos * theta^(-2i/hd) (the
+// exponent over the whole hd), the others pass through unchanged. rot_pairs
+// = hd/2 is rope_forward / rope_backward.
+void rope_forward_partial(float *out, const float *inp, const int *positions, int N, int nheads, int hd, float theta,
+                          float position_scale, int rot_pairs);
+void rope_backward_partial(float *dinp, const float *dout, const int *positions, int N, int nheads, int hd,
+                           float theta, float position_scale, int rot_pairs);
 
 // ---- attention (causal, optional sliding window, optional softcap, GQA) ----
 // q (B, T, nh, hd), k and v (B, T, nkv, hd), out (B, T, nh, hd), lse (B, nh, T).

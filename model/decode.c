@@ -34,16 +34,37 @@ typedef struct StepBuffers {
   float *gate;   // (n, I)
   float *up;     // (n, I)
   float *act;    // (n, I) gelu_tanh(gate) * up
+  // Gemma 4 (sized 0 otherwise)
+  float *v_raw;     // (n, kvd) v_proj output before the value norm
+  float *h_ff;      // (n, C) residual after the MLP block
+  float *ple_gate;  // (n, P)
+  float *ple_act;   // (n, P)
+  float *ple;       // (L, n, P) the rows' per-layer inputs
+  float *ple_proj;  // (n, L*P) and its norm's output below
+  float *ple_normed;  // (n, L*P)
 } StepBuffers;
 
+// Sizes for the widest layer (Gemma 4 layers differ).
 static size_t carve_step(StepBuffers *s, float *base, const GemmaConfig *cfg, size_t n) {
-  size_t C = cfg->hidden_size, I = cfg->intermediate_size, nh = cfg->num_attention_heads;
-  size_t qd = nh * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
-  size_t sizes[14] = {n * C, n * C, n * C, n * nh, n * qd, n * qd, n * kvd, n * kvd, n * kvd, n * qd, n * C, n * I, n * I, n * I};
-  float **slots[14] = {&s->x, &s->ln, &s->tmp, &s->rstd, &s->q_raw, &s->q, &s->k_raw,
-                       &s->k, &s->v, &s->att, &s->o, &s->gate, &s->up, &s->act};
+  size_t C = cfg->hidden_size, nh = cfg->num_attention_heads, L = cfg->num_hidden_layers;
+  size_t I = 0, qd = 0, kvd = 0;
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    if ((size_t)shape.intermediate > I) I = shape.intermediate;
+    if (nh * shape.head_dim > qd) qd = nh * shape.head_dim;
+    if ((size_t)shape.kv_heads * shape.head_dim > kvd) kvd = (size_t)shape.kv_heads * shape.head_dim;
+  }
+  int gemma4 = cfg->family == GEMMA_FAMILY_GEMMA4;
+  size_t P = gemma4 ? (size_t)cfg->hidden_size_per_layer_input : 0, rstd_rows = nh > L ? nh : L;
+  size_t sizes[21] = {n * C, n * C, n * C, n * rstd_rows, n * qd, n * qd, n * kvd, n * kvd, n * kvd, n * qd, n * C,
+                      n * I, n * I, n * I, gemma4 ? n * kvd : 0, gemma4 ? n * C : 0, n * P, n * P, n * L * P,
+                      n * L * P, n * L * P};
+  float **slots[21] = {&s->x, &s->ln, &s->tmp, &s->rstd, &s->q_raw, &s->q, &s->k_raw,
+                       &s->k, &s->v, &s->att, &s->o, &s->gate, &s->up, &s->act,
+                       &s->v_raw, &s->h_ff, &s->ple_gate, &s->ple_act, &s->ple, &s->ple_proj, &s->ple_normed};
   size_t used = 0;
-  for (int i = 0; i < 14; i++) {
+  for (int i = 0; i < 21; i++) {
     *slots[i] = base ? base + used : NULL;
     used += (sizes[i] + 15) & ~(size_t)15;
   }
@@ -62,9 +83,37 @@ static size_t carve_step(StepBuffers *s, float *base, const GemmaConfig *cfg, si
 // Key tiles of a sequence of `capacity` positions.
 static size_t key_tiles(int capacity) { return ((size_t)capacity + ATTN_CACHE_TILE - 1) / ATTN_CACHE_TILE; }
 
+// Floats of one key or value row of layer l: nkv * hd.
+static size_t layer_kvd(const GemmaConfig *cfg, int l) {
+  GemmaLayerShape shape;
+  gemma_layer_shape(cfg, l, &shape);
+  return (size_t)shape.kv_heads * shape.head_dim;
+}
+
 // Floats of cache->k_tiles per (layer, sequence).
-static size_t seq_tile_floats(const GemmaKVCache *cache, const GemmaConfig *cfg) {
-  return key_tiles(cache->capacity) * ATTN_CACHE_TILE * (size_t)cfg->num_key_value_heads * cfg->head_dim;
+static size_t seq_tile_floats(const GemmaKVCache *cache, const GemmaConfig *cfg, int l) {
+  return key_tiles(cache->capacity) * ATTN_CACHE_TILE * layer_kvd(cfg, l);
+}
+
+// Lays out each layer's part of the cache; returns the floats of k (= v)
+// and, in *tiles, of k_tiles. A kv-shared layer takes its source's offsets.
+static size_t layout_cache(GemmaKVCache *cache, const GemmaConfig *cfg, size_t *tiles) {
+  size_t rows = 0, tiled = 0, B = cache->batch, S = cache->capacity;
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    if (shape.kv_source != l) {
+      cache->kv_offset[l] = cache->kv_offset[shape.kv_source];
+      cache->tile_offset[l] = cache->tile_offset[shape.kv_source];
+      continue;
+    }
+    cache->kv_offset[l] = rows;
+    cache->tile_offset[l] = tiled;
+    rows += B * S * layer_kvd(cfg, l);
+    tiled += B * seq_tile_floats(cache, cfg, l);
+  }
+  *tiles = tiled;
+  return rows;
 }
 
 int gemma_kv_cache_create(GemmaKVCache *cache, const GemmaConfig *cfg, int batch, int capacity, FimiError *err) {
@@ -76,18 +125,16 @@ int gemma_kv_cache_create_rows(GemmaKVCache *cache, const GemmaConfig *cfg, int 
   memset(cache, 0, sizeof *cache);
   if (batch <= 0 || capacity <= 0 || rows <= 0)
     return fimi_fail(err, "KV cache: batch %d, capacity %d and rows %d must be positive", batch, capacity, rows);
-  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
-  size_t per_layer = (size_t)batch * (size_t)capacity * kvd;
   cache->batch = batch;
   cache->capacity = capacity;
   cache->rows = rows > batch ? rows : batch;
   cache->chunk = rows;
+  size_t tiled = 0, kv_floats = layout_cache(cache, cfg, &tiled);
   // Zeroed: attention never reads past a sequence's length, but zeros keep
   // any stray read finite.
   cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
-  cache->k = fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err);
-  cache->v = cache->k ? fimi_calloc(per_layer * cfg->num_hidden_layers, sizeof(float), err) : NULL;
-  size_t tiled = (size_t)batch * key_tiles(capacity) * ATTN_CACHE_TILE * kvd * cfg->num_hidden_layers;
+  cache->k = fimi_calloc(kv_floats, sizeof(float), err);
+  cache->v = cache->k ? fimi_calloc(kv_floats, sizeof(float), err) : NULL;
   cache->k_tiles = cache->v ? fimi_calloc(tiled, sizeof(float), err) : NULL;
   StepBuffers views;
   cache->scratch = cache->k_tiles ? fimi_malloc(carve_step(&views, NULL, cfg, (size_t)cache->rows) * sizeof(float), err) : NULL;
@@ -95,7 +142,11 @@ int gemma_kv_cache_create_rows(GemmaKVCache *cache, const GemmaConfig *cfg, int 
   cache->group_rows = rows * (PREFILL_GROUP_TOKENS / rows > 1 ? PREFILL_GROUP_TOKENS / rows : 1);
   size_t group_floats = (size_t)cache->group_rows * cfg->hidden_size;
   cache->group_x = cache->slots ? fimi_malloc(group_floats * sizeof(float), err) : NULL;
-  if (!cache->lengths || !cache->group_x) {
+  size_t ple_floats = cfg->family == GEMMA_FAMILY_GEMMA4
+                          ? (size_t)cache->group_rows * cfg->num_hidden_layers * cfg->hidden_size_per_layer_input
+                          : 0;
+  cache->group_ple = cache->group_x && ple_floats ? fimi_malloc(ple_floats * sizeof(float), err) : NULL;
+  if (!cache->lengths || !cache->group_x || (ple_floats && !cache->group_ple)) {
     gemma_kv_cache_free(cache);
     return fimi_fail_wrap(err, "KV cache for %d sequences of %d tokens", batch, capacity);
   }
@@ -111,6 +162,7 @@ void gemma_kv_cache_free(GemmaKVCache *cache) {
   free(cache->scratch);
   free(cache->slots);
   free(cache->group_x);
+  free(cache->group_ple);
   memset(cache, 0, sizeof *cache);
 }
 
@@ -177,11 +229,12 @@ static void restore_threads(int threads) {
 static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, int l, const StepBuffers *s,
                           const RowsCall *c, const GemmaAttnSpec *spec) {
   const GemmaConfig *cfg = &model->config;
-  int B = cache->batch, S = cache->capacity, nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads;
-  int hd = cfg->head_dim, n = c->n;
-  size_t kvd = (size_t)nkv * hd;
-  const float *k_tiles = cache->k_tiles + (size_t)l * B * seq_tile_floats(cache, cfg);  // this layer's
-  const float *vc = cache->v + (size_t)l * B * S * kvd;                                 // (B, S, nkv, hd)
+  GemmaLayerShape shape;
+  gemma_layer_shape(cfg, l, &shape);
+  int S = cache->capacity, nh = cfg->num_attention_heads, nkv = shape.kv_heads;
+  int hd = shape.head_dim, n = c->n;
+  const float *k_tiles = cache->k_tiles + cache->tile_offset[l];  // this layer's (or its kv source's)
+  const float *vc = cache->v + cache->kv_offset[l];                // (B, S, nkv, hd)
   double keys = 0;  // (query, key) pairs attended
   for (int i = 0; i < n; i++) {
     int len = c->query_lengths[i];
@@ -195,14 +248,14 @@ static void attend_cached(const GemmaModel *model, const GemmaKVCache *cache, in
 // Writes the call's new keys and values (n, nkv, hd) into layer l's cache:
 // rows of k and v, and columns of k_tiles.
 static void write_cache(GemmaKVCache *cache, const GemmaConfig *cfg, int l, const StepBuffers *s, const RowsCall *c) {
-  int nkv = cfg->num_key_value_heads, hd = cfg->head_dim, T = ATTN_CACHE_TILE;
-  size_t kvd = (size_t)nkv * hd, B = cache->batch, S = cache->capacity, seq_tiles = seq_tile_floats(cache, cfg);
+  int T = ATTN_CACHE_TILE;
+  size_t kvd = layer_kvd(cfg, l), S = cache->capacity, seq_tiles = seq_tile_floats(cache, cfg, l);
   for (int i = 0; i < c->n; i++) {
     size_t b = c->ids[i], p = c->positions[i];
-    size_t row = ((l * B + b) * S + p) * kvd;  // cache[l][b][p]
+    size_t row = cache->kv_offset[l] + (b * S + p) * kvd;  // cache[l][b][p]
     memcpy(cache->k + row, s->k + (size_t)i * kvd, kvd * sizeof(float));
     memcpy(cache->v + row, s->v + (size_t)i * kvd, kvd * sizeof(float));
-    float *tile = cache->k_tiles + (l * B + b) * seq_tiles + (p / T) * T * kvd;  // (nkv, hd, T) holding p
+    float *tile = cache->k_tiles + cache->tile_offset[l] + b * seq_tiles + (p / T) * T * kvd;  // (nkv, hd, T) holding p
     for (size_t x = 0; x < kvd; x++) tile[x * T + p % T] = s->k[(size_t)i * kvd + x];
   }
 }
@@ -221,14 +274,27 @@ static void rows_matmul(const RowsCall *c, float *out, const float *inp, const f
   for (int i = 0; i < n; i++) matmul_forward(out + (size_t)i * OC, inp + (size_t)i * C, w, 1, C, OC);
 }
 
-// One decoder layer for the call's rows; writes their k/v into the cache.
-static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const StepBuffers *s, const RowsCall *c) {
+// Gemma 2/3 norms scale by (1 + w), Gemma 4's by w.
+static void step_norm(const GemmaLayerOffsets *off, float *out, float *rstd, const float *inp, const float *weight,
+                      int N, int C, float eps) {
+  if (off->gemma4) rmsnorm_forward_gain(out, rstd, inp, weight, N, C, eps);
+  else rmsnorm_forward(out, rstd, inp, weight, N, C, eps);
+}
+
+// One decoder layer for the call's rows; writes their k/v into the cache
+// (a kv-shared layer writes none and attends to its source's). ple_l (n, P):
+// the rows' per-layer inputs for layer l (Gemma 4; NULL otherwise).
+static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const StepBuffers *s, const RowsCall *c,
+                       const float *ple_l) {
   const GemmaConfig *cfg = &model->config;
-  int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim, n = c->n;
-  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  GemmaLayerShape shape;
+  gemma_layer_shape(cfg, l, &shape);
+  int C = cfg->hidden_size, I = shape.intermediate, hd = shape.head_dim, n = c->n;
+  int nh = cfg->num_attention_heads, nkv = shape.kv_heads, qd = nh * hd, kvd = nkv * hd;
+  int P = cfg->family == GEMMA_FAMILY_GEMMA4 ? cfg->hidden_size_per_layer_input : 0;
   float eps = (float)cfg->rms_norm_eps;
   GemmaLayerOffsets off;
-  gemma_layer_offsets(cfg, &off);
+  gemma_layer_offsets_at(cfg, l, &off);
   GemmaAttnSpec spec;
   gemma_attn_spec(cfg, l, &spec);
   const float *w = model->layers[l];
@@ -236,33 +302,68 @@ static void layer_step(GemmaModel *model, GemmaKVCache *cache, int l, const Step
   double elementwise = 10.0 * n * (C > I ? C : I);
 
   threads_for(c, elementwise);
-  rmsnorm_forward(s->ln, s->rstd, s->x, w + off.input_norm, n, C, eps);
+  step_norm(&off, s->ln, s->rstd, s->x, w + off.input_norm, n, C, eps);
   rows_matmul(c, off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, C, qd);
-  rows_matmul(c, off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, C, kvd);
-  rows_matmul(c, s->v, s->ln, w + off.v, C, kvd);
+  if (off.has_k) rows_matmul(c, off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, C, kvd);
+  float *v_lin = off.gemma4 ? (off.has_v ? s->v_raw : s->k_raw) : s->v;  // (n, kvd) before the value norm
+  if (off.has_v) rows_matmul(c, v_lin, s->ln, w + off.v, C, kvd);
   threads_for(c, elementwise);
   if (off.has_qk_norm) {
-    rmsnorm_forward(s->q, s->rstd, s->q_raw, w + off.q_norm, n * nh, hd, eps);
-    rmsnorm_forward(s->k, s->rstd, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
+    step_norm(&off, s->q, s->rstd, s->q_raw, w + off.q_norm, n * nh, hd, eps);
+    if (off.has_k) step_norm(&off, s->k, s->rstd, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
   }
-  rope_forward(s->q, s->q, c->positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale);
-  rope_forward(s->k, s->k, c->positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
-  write_cache(cache, cfg, l, s, c);
+  if (off.gemma4 && off.has_k) rmsnorm_forward_gain(s->v, s->rstd, v_lin, NULL, n * nkv, hd, eps);
+  rope_forward_partial(s->q, s->q, c->positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale, spec.rope_pairs);
+  if (off.has_k) {
+    rope_forward_partial(s->k, s->k, c->positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale,
+                         spec.rope_pairs);
+    write_cache(cache, cfg, l, s, c);
+  }
   attend_cached(model, cache, l, s, c, &spec);
   rows_matmul(c, s->o, s->att, w + off.o, qd, C);
   threads_for(c, elementwise);
-  rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_attn_norm, n, C, eps);
+  step_norm(&off, s->tmp, s->rstd, s->o, w + off.post_attn_norm, n, C, eps);
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
 
-  rmsnorm_forward(s->ln, s->rstd, s->x, w + off.pre_ff_norm, n, C, eps);
+  step_norm(&off, s->ln, s->rstd, s->x, w + off.pre_ff_norm, n, C, eps);
   rows_matmul(c, s->gate, s->ln, w + off.gate, C, I);
   rows_matmul(c, s->up, s->ln, w + off.up, C, I);
   threads_for(c, elementwise);
   geglu_forward(s->act, s->gate, s->up, (size_t)n * I);
   rows_matmul(c, s->o, s->act, w + off.down, I, C);
   threads_for(c, elementwise);
-  rmsnorm_forward(s->tmp, s->rstd, s->o, w + off.post_ff_norm, n, C, eps);
+  step_norm(&off, s->tmp, s->rstd, s->o, w + off.post_ff_norm, n, C, eps);
   residual_add(s->x, s->x, s->tmp, (size_t)n * C);
+  if (!off.gemma4) return;
+
+  // Gemma 4: x = scalar * (x + post_per_layer_input_norm(per_layer_projection(
+  //   gelu_tanh(per_layer_input_gate(x)) * ple_l))), as gemma.c's forward.
+  if (off.has_ple) {
+    rows_matmul(c, s->ple_gate, s->x, w + off.ple_gate, C, P);
+    threads_for(c, elementwise);
+    geglu_forward(s->ple_act, s->ple_gate, ple_l, (size_t)n * P);
+    rows_matmul(c, s->o, s->ple_act, w + off.ple_proj, P, C);
+    threads_for(c, elementwise);
+    rmsnorm_forward_gain(s->tmp, s->rstd, s->o, w + off.ple_norm, n, C, eps);
+    residual_add(s->x, s->x, s->tmp, (size_t)n * C);
+  }
+  float scalar = w[off.layer_scalar];
+  for (size_t i = 0; i < (size_t)n * C; i++) s->x[i] *= scalar;
+}
+
+// The final norm (Gemma 4's scales by w).
+static void final_norm(const GemmaModel *model, float *out, float *rstd, const float *x, int n) {
+  const GemmaConfig *cfg = &model->config;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  step_norm(&off, out, rstd, x, model->globals + (size_t)cfg->vocab_size * cfg->hidden_size, n, cfg->hidden_size,
+            (float)cfg->rms_norm_eps);
+}
+
+// Layer l's slice of per-layer inputs laid out (L, rows, P); NULL without them.
+static const float *ple_slice(const GemmaConfig *cfg, const float *ple, int l, int rows, int offset) {
+  if (!ple || cfg->family != GEMMA_FAMILY_GEMMA4 || cfg->hidden_size_per_layer_input == 0) return NULL;
+  return ple + ((size_t)l * rows + offset) * cfg->hidden_size_per_layer_input;
 }
 
 // The call's rows through the model into the cache; the final-normed hidden
@@ -271,12 +372,19 @@ static void run_rows(GemmaModel *model, GemmaKVCache *cache, StepBuffers *s, con
   const GemmaConfig *cfg = &model->config;
   int C = cfg->hidden_size, V = cfg->vocab_size, n = c->n;
   carve_step(s, cache->scratch, cfg, (size_t)n);
-  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
+  const float *wte = model->globals;
   threads_for(c, 10.0 * n * C);
   embedding_forward(s->x, c->toks, wte, n, C, gemma_embed_scale(cfg));
-  for (int l = 0; l < cfg->num_hidden_layers; l++) layer_step(model, cache, l, s, c);
+  int with_ple = cfg->family == GEMMA_FAMILY_GEMMA4 && cfg->hidden_size_per_layer_input > 0;
+  if (with_ple) {
+    threads_for(c, 2.0 * n * C * cfg->num_hidden_layers * cfg->hidden_size_per_layer_input);
+    gemma_per_layer_inputs(model, s->x, c->toks, n, s->ple_proj, s->rstd, s->ple_normed, s->ple);
+  }
+  for (int l = 0; l < cfg->num_hidden_layers; l++)
+    layer_step(model, cache, l, s, c, ple_slice(cfg, with_ple ? s->ple : NULL, l, n, 0));
   threads_for(c, 10.0 * n * C);
-  rmsnorm_forward(s->ln, s->rstd, s->x, norm_w, n, C, (float)cfg->rms_norm_eps);
+  final_norm(model, s->ln, s->rstd, s->x, n);
+  (void)V;
 }
 
 int gemma_decode_step(GemmaModel *model, GemmaKVCache *cache, const int *tokens, const int *active, float *logits,
@@ -336,20 +444,32 @@ static void prefill_group(GemmaModel *model, GemmaKVCache *cache, StepBuffers *s
                           const int *tokens, int g) {
   const GemmaConfig *cfg = &model->config;
   int C = cfg->hidden_size, V = cfg->vocab_size, chunk = cache->chunk, base = cache->lengths[b];
-  const float *wte = model->globals, *norm_w = model->globals + (size_t)V * C;
+  const float *wte = model->globals;
   float *x = cache->group_x;  // (g, C)
   threads_for(c, 10.0 * g * C);
   embedding_forward(x, tokens, wte, g, C, gemma_embed_scale(cfg));
+  if (cache->group_ple)  // per chunk, with the scratch's temporaries: (L, g, P) for the group
+    for (int offset = 0; offset < g; offset += chunk) {
+      int m = g - offset < chunk ? g - offset : chunk;
+      carve_step(s, cache->scratch, cfg, (size_t)m);
+      threads_for(c, 2.0 * m * C * cfg->num_hidden_layers * cfg->hidden_size_per_layer_input);
+      gemma_per_layer_inputs(model, x + (size_t)offset * C, tokens + offset, m, s->ple_proj, s->rstd, s->ple_normed,
+                             s->ple);
+      for (int l = 0; l < cfg->num_hidden_layers; l++)
+        memcpy((float *)ple_slice(cfg, cache->group_ple, l, g, offset), ple_slice(cfg, s->ple, l, m, 0),
+               (size_t)m * cfg->hidden_size_per_layer_input * sizeof(float));
+    }
   for (int l = 0; l < cfg->num_hidden_layers; l++)
     for (int offset = 0; offset < g; offset += chunk) {
       int m = g - offset < chunk ? g - offset : chunk;
       prefill_chunk_call(c, cache, b, base, offset, tokens, m);
       carve_step(s, cache->scratch, cfg, (size_t)m);
       s->x = x + (size_t)offset * C;  // the chunk's rows of the group's residual stream
-      layer_step(model, cache, l, s, c);
+      layer_step(model, cache, l, s, c, ple_slice(cfg, cache->group_ple, l, g, offset));
     }
   threads_for(c, 10.0 * C);
-  rmsnorm_forward(s->ln, s->rstd, x + (size_t)(g - 1) * C, norm_w, 1, C, (float)cfg->rms_norm_eps);
+  final_norm(model, s->ln, s->rstd, x + (size_t)(g - 1) * C, 1);
+  (void)V;
   cache->lengths[b] += g;
 }
 
@@ -383,17 +503,21 @@ int gemma_kv_cache_copy_sequence(GemmaKVCache *cache, const GemmaConfig *cfg, in
   if (dst < 0 || dst >= cache->batch || src < 0 || src >= cache->batch)
     return fimi_fail(err, "KV cache copy: sequences %d <- %d outside [0, %d)", dst, src, cache->batch);
   if (dst == src) return 0;
-  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim, S = cache->capacity, B = cache->batch;
-  size_t bytes = (size_t)cache->lengths[src] * kvd * sizeof(float);
-  // whole tiles up to the one holding the last position (columns past the
-  // length are never read)
-  size_t seq_tiles = seq_tile_floats(cache, cfg);
-  size_t tile_bytes = key_tiles(cache->lengths[src]) * ATTN_CACHE_TILE * kvd * sizeof(float);
+  size_t S = cache->capacity;
   for (int l = 0; l < cfg->num_hidden_layers; l++) {
-    size_t from = (((size_t)l * B + src) * S) * kvd, to = (((size_t)l * B + dst) * S) * kvd;
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    if (shape.kv_source != l) continue;  // a kv-shared layer has no cache of its own
+    size_t kvd = layer_kvd(cfg, l), bytes = (size_t)cache->lengths[src] * kvd * sizeof(float);
+    // whole tiles up to the one holding the last position (columns past the
+    // length are never read)
+    size_t seq_tiles = seq_tile_floats(cache, cfg, l);
+    size_t tile_bytes = key_tiles(cache->lengths[src]) * ATTN_CACHE_TILE * kvd * sizeof(float);
+    size_t from = cache->kv_offset[l] + (size_t)src * S * kvd, to = cache->kv_offset[l] + (size_t)dst * S * kvd;
     memcpy(cache->k + to, cache->k + from, bytes);
     memcpy(cache->v + to, cache->v + from, bytes);
-    memcpy(cache->k_tiles + (l * B + dst) * seq_tiles, cache->k_tiles + (l * B + src) * seq_tiles, tile_bytes);
+    memcpy(cache->k_tiles + cache->tile_offset[l] + dst * seq_tiles,
+           cache->k_tiles + cache->tile_offset[l] + src * seq_tiles, tile_bytes);
   }
   cache->lengths[dst] = cache->lengths[src];
   return 0;

@@ -27,6 +27,13 @@ typedef struct GemmaKVCache {
   // The keys again, transposed per tile of ATTN_CACHE_TILE positions, which
   // is what the CPU attention reads (kernels/ops.h attention_cached):
   float *k_tiles;    // (L, B, ceil(S / TILE), nkv, hd, TILE)
+  // Where layer l's part of k/v and of k_tiles starts (floats). Gemma 4
+  // layers differ in nkv * hd, and a kv-shared layer has no part of its
+  // own: its offsets are its source layer's, so it reads that layer's cache.
+  size_t kv_offset[GEMMA_MAX_LAYERS];
+  size_t tile_offset[GEMMA_MAX_LAYERS];
+  // Gemma 4 per-layer inputs of a prefill group (decode rows use scratch):
+  float *group_ple;  // (L, G, P)
   // One decode step's activations for up to B rows, carved by decode.c, so a
   // step never allocates.
   float *scratch;    // one call's activations for R rows

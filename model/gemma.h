@@ -21,6 +21,23 @@
 //   mlp.down_proj.weight              (C, I)
 //   post_feedforward_layernorm.weight (C)
 // Globals: model.embed_tokens.weight (V, C) (tied LM head), model.norm.weight (C).
+//
+// Gemma 4 (docs/gemma4.md) adds to the same order, per layer, with that
+// layer's hd, nkv and I (GemmaLayerShape):
+//   self_attn.k_proj, self_attn.k_norm  absent on kv-shared layers
+//   self_attn.v_proj                    absent on kv-shared layers and, with
+//                                       attention_k_eq_v, on full-attention layers
+//   per_layer_input_gate.weight       (P, C)   } with per-layer
+//   per_layer_projection.weight       (C, P)   } embeddings
+//   post_per_layer_input_norm.weight  (C)      } (P > 0)
+//   layer_scalar                      (1)      a buffer: loaded and saved, never trained
+// and to the globals, after the final norm (P > 0):
+//   model.embed_tokens_per_layer.weight        (Vp, L*P)
+//   model.per_layer_model_projection.weight    (L*P, C)
+//   model.per_layer_projection_norm.weight     (P)
+// Gemma 4 norm weights are the gain itself (initialized to 1), not centred
+// on 0. Its layers differ in size; every layer buffer has the size of the
+// largest (layer_numel), a smaller layer leaving its tail at zero.
 #ifndef FIMI_MODEL_GEMMA_H
 #define FIMI_MODEL_GEMMA_H
 
@@ -40,7 +57,8 @@ typedef struct GemmaTensor {
   size_t offset;              // in floats, within its buffer
   size_t numel;
   int layer;                  // -1 for globals
-  int is_norm;                // norm weights: stored centred on 0, no weight decay
+  int is_norm;                // norm weights: stored centred on 0 (Gemma 4: the gain), no weight decay
+  int frozen;                 // a buffer (Gemma 4 layer_scalar): its gradient stays 0
 } GemmaTensor;
 
 typedef struct GemmaActivations GemmaActivations;  // defined in gemma.c
@@ -135,12 +153,30 @@ float gemma_embed_scale(const GemmaConfig *cfg);
 
 // Offsets (in floats) of each tensor inside one layer's flat buffer, in the
 // order of the layout above. q_norm/k_norm are 0 and has_qk_norm 0 for gemma2.
+// Gemma 4: k/v offsets are meaningless where has_k/has_v are 0, the
+// per-layer input tensors where has_ple is 0.
 typedef struct GemmaLayerOffsets {
   size_t input_norm, q, k, v, o, q_norm, k_norm, post_attn_norm, pre_ff_norm, gate, up, down, post_ff_norm;
-  size_t numel;
+  size_t ple_gate, ple_proj, ple_norm, layer_scalar;  // Gemma 4
+  size_t numel;  // floats of every layer buffer (the largest layer's)
+  size_t used;   // floats this layer's tensors occupy (<= numel)
   int has_qk_norm;
+  int has_k, has_v;  // 1 for Gemma 2/3
+  int has_ple;       // Gemma 4 with per-layer embeddings
+  int gemma4;        // norms are gains (rmsnorm_*_gain), value norm, layer scalar
 } GemmaLayerOffsets;
+// Layer 0's offsets (every layer's for Gemma 2/3).
 void gemma_layer_offsets(const GemmaConfig *cfg, GemmaLayerOffsets *off);
+// Layer l's offsets (Gemma 4 layers differ).
+void gemma_layer_offsets_at(const GemmaConfig *cfg, int layer, GemmaLayerOffsets *off);
+
+// Offsets (in floats) inside the globals buffer.
+typedef struct GemmaGlobalOffsets {
+  size_t embed, norm;                    // (V, C), (C)
+  size_t ple_embed, ple_proj, ple_norm;  // Gemma 4 with P > 0: (Vp, L*P), (L*P, C), (P)
+  size_t numel;
+} GemmaGlobalOffsets;
+void gemma_global_offsets(const GemmaConfig *cfg, GemmaGlobalOffsets *off);
 
 // How layer `layer` attends: shared by the training forward and decode so the
 // two can never disagree. Sliding layers: window W and rope_local_base_freq
@@ -151,13 +187,23 @@ typedef struct GemmaAttnSpec {
   float rope_theta;
   float rope_position_scale;  // positions are divided by it (1 = none)
   float softcap;        // 0 = none
-  float scale;          // query_pre_attn_scalar^-0.5
+  float scale;          // query_pre_attn_scalar^-0.5 (Gemma 4: 1)
+  int rope_pairs;       // pairs that rotate (hd/2 except Gemma 4's partial rope)
 } GemmaAttnSpec;
 void gemma_attn_spec(const GemmaConfig *cfg, int layer, GemmaAttnSpec *spec);
 // (query, key) pairs one head of a T-token sequence computes under the causal
 // mask and a window (<= 0: none): the sum over positions i of min(i + 1,
 // window). The attention FLOPs of tests and benchmarks count these.
 double gemma_visible_pairs(int T, int window);
+
+// Gemma 4's per-layer inputs (Gemma4TextModel.get_per_layer_inputs then
+// project_per_layer_inputs) for N rows: x0 (N, C) the scaled embedding,
+// tokens (N) in [0, Vp); out (L, N, P) layer l's inputs at l:
+//   (rmsnorm(x0 @ W^T * C^-0.5 per layer's P values) + E[token] * sqrt(P)) * 2^-0.5
+// proj (N, L*P) and rstd (N*L) keep the norm's input and rstd, normed
+// (N, L*P) its output. Shared by the forward and decode.
+void gemma_per_layer_inputs(const GemmaModel *model, const float *x0, const int *tokens, int N, float *proj,
+                            float *rstd, float *normed, float *out);
 
 // Frees the forward/backward state (called by gemma_model_free; also useful to
 // drop activation memory between phases). The next forward re-allocates.

@@ -1,9 +1,11 @@
 // model/gemma_config.h: the Gemma architecture hyper-parameters. Defines
 // GemmaConfig, reading it from a Hugging Face config.json (model_type
-// "gemma2", "gemma3_text", or "gemma3" with a text_config inside), named
-// presets (tiny, tiny-gemma2, small-10m, gpu-100m, gemma3-270m, gemma3-1b, gemma3-4b),
-// writing it back as an HF config.json, and validation. Unknown or
-// unsupported fields are errors naming the field, never silent defaults.
+// "gemma2", "gemma3_text", "gemma4_text", or "gemma3"/"gemma4" with a
+// text_config inside), named presets (tiny, tiny-gemma2, small-10m, gpu-100m,
+// gemma3-270m, gemma3-1b, gemma3-4b, tiny-g4, gemma4-e2b, gemma4-e4b),
+// writing it back as an HF config.json, validation, and the per-layer shape
+// of a Gemma 4 layer (GemmaLayerShape). Unknown or unsupported fields are
+// errors naming the field, never silent defaults.
 #ifndef FIMI_MODEL_GEMMA_CONFIG_H
 #define FIMI_MODEL_GEMMA_CONFIG_H
 
@@ -14,7 +16,7 @@
 #define GEMMA_MAX_LAYERS 256
 #define GEMMA_MAX_EXTRA_EOS 7
 
-typedef enum { GEMMA_FAMILY_GEMMA2 = 2, GEMMA_FAMILY_GEMMA3 = 3 } GemmaFamily;
+typedef enum { GEMMA_FAMILY_GEMMA2 = 2, GEMMA_FAMILY_GEMMA3 = 3, GEMMA_FAMILY_GEMMA4 = 4 } GemmaFamily;
 
 typedef struct GemmaConfig {
   GemmaFamily family;           // gemma2: softcaps, no q/k norm; gemma3: q/k norm
@@ -40,7 +42,30 @@ typedef struct GemmaConfig {
   int num_extra_eos;
   int extra_eos_token_ids[GEMMA_MAX_EXTRA_EOS];
   unsigned char layer_is_sliding[GEMMA_MAX_LAYERS];  // (L)
+  // Gemma 4 only (docs/gemma4.md); zero for Gemma 2 and 3.
+  int hidden_size_per_layer_input;  // P: per-layer embedding width, 0 = no per-layer embeddings
+  int vocab_size_per_layer_input;   // Vp: rows of the per-layer embedding table (<= V)
+  int global_head_dim;              // head dim of full-attention layers
+  int num_global_key_value_heads;   // kv heads of full-attention layers with attention_k_eq_v (0 = nkv)
+  int attention_k_eq_v;             // full-attention layers: no v_proj, values are the k_proj output
+  int num_kv_shared_layers;         // the last ones reuse the k/v of the last earlier layer of their type
+  int use_double_wide_mlp;          // kv-shared layers have a 2I-wide MLP
+  double partial_rotary_factor;     // full-attention layers rotate this share of their dims ("proportional")
 } GemmaConfig;
+
+// The shape of layer l, which differs between layers in Gemma 4 (and is
+// the same for every layer of Gemma 2 and 3).
+typedef struct GemmaLayerShape {
+  int head_dim;     // hd of this layer
+  int kv_heads;     // nkv of this layer
+  int intermediate; // MLP width
+  int kv_source;    // the layer whose keys/values this one attends to (itself unless kv-shared)
+  int has_kv;       // k_proj (and k_norm) present: 0 for a kv-shared layer
+  int has_v;        // v_proj present: 0 when kv-shared or keys double as values
+  int rope_pairs;   // rotated pairs (i, i + hd/2), i < rope_pairs; the rest pass through
+  int stores_kv;    // another layer attends to this layer's keys/values
+} GemmaLayerShape;
+void gemma_layer_shape(const GemmaConfig *cfg, int layer, GemmaLayerShape *shape);
 
 // Fills cfg from config.json at path; errors name the file and field.
 int gemma_config_load_json(GemmaConfig *cfg, const char *path, FimiError *err);

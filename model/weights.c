@@ -168,7 +168,8 @@ typedef struct {
 static const char *const TEXT_PREFIXES[][2] = {
     {"language_model.model.", "model."}, {"model.language_model.", "model."}, {"language_model.lm_head.", "lm_head."}};
 static const char *const VISION_PREFIXES[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
-                                              "model.multi_modal_projector.", NULL};
+                                              "model.multi_modal_projector.", "model.audio_tower.",
+                                              "model.embed_vision.", "model.embed_audio.", NULL};
 
 static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
@@ -212,6 +213,19 @@ static int is_tied_head(const GemmaModel *model, const SafetensorsTensor *st, co
   return strcmp(name, "lm_head.weight") == 0 && same_shape(st, 2, shape);
 }
 
+// Gemma 4 checkpoints may carry k/v projections and norms for kv-shared
+// layers, which never use them (transformers ignores them on load too).
+static int is_unused_shared_kv(const GemmaModel *model, const char *name) {
+  const GemmaConfig *c = &model->config;
+  int layer = -1, used = 0;
+  if (c->family != GEMMA_FAMILY_GEMMA4 || sscanf(name, "model.layers.%d.self_attn.%n", &layer, &used) != 1 || !used)
+    return 0;
+  if (layer < c->num_hidden_layers - c->num_kv_shared_layers || layer >= c->num_hidden_layers) return 0;
+  const char *rest = name + used;
+  return !strcmp(rest, "k_proj.weight") || !strcmp(rest, "v_proj.weight") || !strcmp(rest, "k_norm.weight") ||
+         !strcmp(rest, "v_norm.weight");
+}
+
 static int load_tensor(LoadState *s, const SafetensorsFile *file, const SafetensorsTensor *st, const char *file_name,
                        FimiError *err) {
   if (s->weight_map) {
@@ -225,9 +239,10 @@ static int load_tensor(LoadState *s, const SafetensorsFile *file, const Safetens
   if (!name) return 0;
   int i = tensor_index(s->model, name);
   if (i < 0) {
-    if (is_tied_head(s->model, st, name)) return 0;
+    if (is_tied_head(s->model, st, name) || is_unused_shared_kv(s->model, name)) return 0;
+    GemmaFamily f = s->model->config.family;
     return fimi_fail(err, "%s: unexpected tensor \"%s\" (not part of this %s model)", file->path, st->name,
-                     s->model->config.family == GEMMA_FAMILY_GEMMA3 ? "Gemma 3" : "Gemma 2");
+                     f == GEMMA_FAMILY_GEMMA4 ? "Gemma 4" : f == GEMMA_FAMILY_GEMMA3 ? "Gemma 3" : "Gemma 2");
   }
   const GemmaTensor *t = &s->model->tensors[i];
   if (s->loaded[i]) return fimi_fail(err, "%s: tensor \"%s\" appears twice", file->path, st->name);
@@ -305,7 +320,7 @@ static int check_complete(const LoadState *s, const char *dir, FimiError *err) {
 static int is_multimodal(const char *config_path) {
   cJSON *root = json_parse_file(config_path, 16u << 20, NULL);
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-  int yes = cJSON_IsString(type) && strcmp(type->valuestring, "gemma3") == 0;
+  int yes = cJSON_IsString(type) && (strcmp(type->valuestring, "gemma3") == 0 || strcmp(type->valuestring, "gemma4") == 0);
   cJSON_Delete(root);
   return yes;
 }

@@ -1,7 +1,9 @@
 // kernels/cpu/rmsnorm.c: Gemma RMSNorm on the CPU in float32 (see ops.h).
-// Defines rmsnorm_forward and rmsnorm_backward.
-// Gemma stores the norm weight centred on 0, so the gain is (1 + w), and
-// Hugging Face computes the whole norm in fp32: x * rsqrt(mean(x^2) + eps).
+// Defines rmsnorm_forward and rmsnorm_backward (gain 1 + w), and
+// rmsnorm_forward_gain and rmsnorm_backward_gain (gain w, or 1 without a weight).
+// Gemma 2/3 store the norm weight centred on 0, so the gain is (1 + w);
+// Gemma 4 stores the gain itself. Hugging Face computes the whole norm in
+// fp32: x * rsqrt(mean(x^2) + eps).
 #include "kernels/ops.h"
 
 #include <math.h>
@@ -10,8 +12,13 @@
 // so the sum over rows runs in one fixed order whatever the thread count.
 #define RMSNORM_COL_TILE 64
 
-// out (N, C), rstd (N) or NULL, inp (N, C), weight (C)
-void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps) {
+// The gain of column c: offset + weight[c] (offset 1: Gemma 2/3, 0: Gemma 4),
+// or 1 without a weight.
+static inline float norm_gain(const float *weight, float offset, int c) { return weight ? offset + weight[c] : 1.0f; }
+
+// out (N, C), rstd (N) or NULL, inp (N, C), weight (C) or NULL
+static void rmsnorm_forward_offset(float *out, float *rstd, const float *inp, const float *weight, float offset, int N,
+                                   int C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const float *x = inp + (long)n * C;  // (C)
@@ -25,9 +32,17 @@ void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *wei
     float mean_sq = (float)(sum_sq / C);
     float r = 1.0f / sqrtf(mean_sq + eps);
     // HF order: normalize first, then apply the gain
-    for (int c = 0; c < C; c++) o[c] = (x[c] * r) * (1.0f + weight[c]);
+    for (int c = 0; c < C; c++) o[c] = (x[c] * r) * norm_gain(weight, offset, c);
     if (rstd) rstd[n] = r;
   }
+}
+
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps) {
+  rmsnorm_forward_offset(out, rstd, inp, weight, 1.0f, N, C, eps);
+}
+
+void rmsnorm_forward_gain(float *out, float *rstd, const float *inp, const float *weight, int N, int C, float eps) {
+  rmsnorm_forward_offset(out, rstd, inp, weight, 0.0f, N, C, eps);
 }
 
 // dweight[c] += sum_n dout[n,c] * x[n,c] * rstd[n], summed in row order.
@@ -52,12 +67,12 @@ static void rmsnorm_backward_weight(float *dweight, const float *dout, const flo
   }
 }
 
-// y = x * r * g with g = 1 + w and r = (mean(x^2) + eps)^-1/2, so
+// y = x * r * g with g = offset + w and r = (mean(x^2) + eps)^-1/2, so
 // dx_i = r * g_i * dy_i - x_i * r^3 / C * sum_j(dy_j * g_j * x_j).
 // dinp (N, C) overwritten, dweight (C) accumulated, dout (N, C), inp (N, C),
-// weight (C), rstd (N) from the forward
-void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                      const float *rstd, int N, int C) {
+// weight (C) or NULL (g = 1), rstd (N) from the forward
+static void rmsnorm_backward_offset(float *dinp, float *dweight, const float *dout, const float *inp,
+                                    const float *weight, float offset, const float *rstd, int N, int C) {
   if (dinp) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
@@ -67,10 +82,20 @@ void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const floa
       float r = rstd[n];
       double dot = 0.0;  // sum_j dy_j * g_j * x_j, vector lanes as in the forward
 #pragma omp simd reduction(+ : dot)
-      for (int c = 0; c < C; c++) dot += (double)(d[c] * (1.0f + weight[c])) * x[c];
+      for (int c = 0; c < C; c++) dot += (double)(d[c] * norm_gain(weight, offset, c)) * x[c];
       float coef = (float)(dot / C) * r * r * r;
-      for (int c = 0; c < C; c++) dx[c] = r * (1.0f + weight[c]) * d[c] - x[c] * coef;
+      for (int c = 0; c < C; c++) dx[c] = r * norm_gain(weight, offset, c) * d[c] - x[c] * coef;
     }
   }
-  if (dweight) rmsnorm_backward_weight(dweight, dout, inp, rstd, N, C);
+  if (dweight && weight) rmsnorm_backward_weight(dweight, dout, inp, rstd, N, C);
+}
+
+void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                      const float *rstd, int N, int C) {
+  rmsnorm_backward_offset(dinp, dweight, dout, inp, weight, 1.0f, rstd, N, C);
+}
+
+void rmsnorm_backward_gain(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                           const float *rstd, int N, int C) {
+  rmsnorm_backward_offset(dinp, dweight, dout, inp, weight, 0.0f, rstd, N, C);
 }

@@ -1,6 +1,8 @@
 // kernels/cpu/rope.c: rotary position embedding on the CPU (see ops.h).
 // Defines rope_forward and rope_backward, rotate_half convention: dimension i
-// is paired with i + hd/2 (not interleaved pairs 2i, 2i+1).
+// is paired with i + hd/2 (not interleaved pairs 2i, 2i+1), and
+// rope_forward_partial / rope_backward_partial (Gemma 4's "proportional"
+// rope: only the first pairs rotate).
 // The angles are computed in float32 step by step as Hugging Face does, so
 // cos/sin match bitwise up to the libm used:
 //   inv_freq_i = 1 / theta^((2i)/hd)   (float32, then / position_scale for
@@ -11,9 +13,11 @@
 #include <math.h>
 #include <stdlib.h>
 
-// inv_freq (hd/2)
-static void rope_inv_freq(float *inv_freq, int hd, float theta, float position_scale) {
-  for (int i = 0; i < hd / 2; i++) {
+// inv_freq (hd/2); pairs from rot_pairs on get frequency 0, as HF's
+// proportional rope pads them: cos 1, sin 0, an exact pass-through.
+static void rope_inv_freq(float *inv_freq, int hd, float theta, float position_scale, int rot_pairs) {
+  for (int i = rot_pairs; i < hd / 2; i++) inv_freq[i] = 0.0f;
+  for (int i = 0; i < hd / 2 && i < rot_pairs; i++) {
     float exponent = (float)(2 * i) / (float)hd;
     inv_freq[i] = 1.0f / powf(theta, exponent);
     // HF applies linear scaling to the frequencies, not to the positions
@@ -72,11 +76,11 @@ static float *rope_table(const int *positions, int N, const float *inv_freq, int
 // each pair is read before either half is written.
 // out, inp (N, nheads, hd), positions (N)
 static void rope_rotate(float *out, const float *inp, const int *positions, int N, int nheads, int hd, float theta,
-                        float position_scale, float direction) {
+                        float position_scale, int rot_pairs, float direction) {
   int half = hd / 2;
   if (N <= 0 || half <= 0) return;
   float inv_freq[half];  // (hd/2)
-  rope_inv_freq(inv_freq, hd, theta, position_scale);
+  rope_inv_freq(inv_freq, hd, theta, position_scale, rot_pairs);
   float *table = rope_table(positions, N, inv_freq, half, direction);
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
@@ -97,12 +101,22 @@ static void rope_rotate(float *out, const float *inp, const int *positions, int 
 // out, inp (N, nheads, hd), positions (N). In place allowed.
 void rope_forward(float *out, const float *inp, const int *positions, int N, int nheads, int hd, float theta,
                   float position_scale) {
-  rope_rotate(out, inp, positions, N, nheads, hd, theta, position_scale, 1.0f);
+  rope_rotate(out, inp, positions, N, nheads, hd, theta, position_scale, hd / 2, 1.0f);
+}
+
+void rope_forward_partial(float *out, const float *inp, const int *positions, int N, int nheads, int hd, float theta,
+                          float position_scale, int rot_pairs) {
+  rope_rotate(out, inp, positions, N, nheads, hd, theta, position_scale, rot_pairs, 1.0f);
 }
 
 // The rotation is orthogonal, so its backward is the rotation by -angle.
 // dinp, dout (N, nheads, hd), positions (N). In place allowed.
 void rope_backward(float *dinp, const float *dout, const int *positions, int N, int nheads, int hd, float theta,
                    float position_scale) {
-  rope_rotate(dinp, dout, positions, N, nheads, hd, theta, position_scale, -1.0f);
+  rope_rotate(dinp, dout, positions, N, nheads, hd, theta, position_scale, hd / 2, -1.0f);
+}
+
+void rope_backward_partial(float *dinp, const float *dout, const int *positions, int N, int nheads, int hd,
+                           float theta, float position_scale, int rot_pairs) {
+  rope_rotate(dinp, dout, positions, N, nheads, hd, theta, position_scale, rot_pairs, -1.0f);
 }
