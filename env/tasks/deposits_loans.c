@@ -714,3 +714,444 @@ FAMILY(fam_gold_loan_book, gold_loan_book, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0,
 FAMILY(fam_gold_loan_over_ltv, gold_loan_over_ltv, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "gold_loan", "gold loan above 75% LTV: quote, refuse")
 FAMILY(fam_deposit_rates_compare, deposit_rates_compare, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "fd,rd", "FD lump sum against RD, with rates")
 FAMILY(fam_fd_ladder, fd_ladder, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "savings,current", "8 steps: balance, rates, three FDs, list, balance")
+
+// ==== second round (the deep slice) ===========================================
+// Chains of up to 8 actions; seq+db checks where a write or a refusal decides
+// the task, seq+comm where a value must reach the customer. Each task records
+// its named variant (fam_variant).
+#define CHECKS_WRITE (TASK_CHECK_SEQ | TASK_CHECK_DB)
+#define CHECKS_COMM (TASK_CHECK_SEQ | TASK_CHECK_COMM)
+// A KYC-current customer's active account with at least `min` paise.
+// Columns: customer, account, balance (paise), account type, age.
+#define SQL_FUNDED(min)                                                                                     \
+  "SELECT c.customer_id, a.account_id, a.balance_paise, a.account_type, " FAM_AGE_SQL " FROM customers c"    \
+  " JOIN accounts a ON a.customer_id = c.customer_id WHERE " KYC_OK " AND a.status = 'active'"             \
+  " AND a.balance_paise >= " #min
+
+// An amount in thousands of rupees from lo up to `share` of the balance (paise).
+static int64_t fam_amount(Rng *rng, const char *balance_paise, int64_t lo, int64_t divisor) {
+  int64_t hi = atoll(balance_paise) / 100 / divisor / 1000;
+  return task_gen_range(rng, lo, hi > lo ? hi : lo) * 1000;
+}
+
+// ---- fd_days_booking (tools, 4 steps): an FD for a tenure in days -------------------
+static int gen_fd_days_booking(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "fd_days_booking", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_FUNDED(2000000) " ORDER BY a.account_id", 5, c, err));
+  int64_t amount = fam_amount(&rng, c[2], 5, 2);
+  int days = (int)task_gen_range(&rng, 7, 364);
+  char amount_text[32], tenure[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  snprintf(tenure, sizeof tenure, "%d days", days);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I want to park Rs %s in an FD for exactly %s. What will I get? Then book it.",
+                 "Rs %s ki FD theek %s ke liye karni hai. Kitna milega? Phir book kar do.",
+                 "fd %s for %s. maturity? book", amount_text, tenure));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "debit", NULL));
+  FAM_TRY(fam_gold(t, err, "calculate_fd_maturity", "principal_amount,tenure_days", 0,
+                 "{\"principal_amount\":%lld,\"tenure_days\":%d}", (long long)amount, days));
+  FAM_TRY(fam_gold(t, err, "create_fd", "principal_amount,tenure_days,source_account", 0,
+                 "{\"principal_amount\":%lld,\"tenure_days\":%d,\"source_account\":\"%s\"}", (long long)amount, days,
+                 c[1]));
+  FAM_TRY(fam_gold(t, err, "list_deposits", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent quotes before booking.", TASK_RULE_CALLED_BEFORE, "calculate_fd_maturity",
+                   "create_fd", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- senior_fd_booking (seq, 5 steps): profile (age), rates, senior quote, book --------
+static int gen_senior_fd_booking(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "senior_fd_booking", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_FUNDED(2000000) " AND " FAM_AGE_SQL " >= 60 ORDER BY a.account_id", 5, c, err));
+  int64_t amount = fam_amount(&rng, c[2], 5, 2);
+  int months = (int)task_gen_range(&rng, 1, 10) * 6;
+  char amount_text[32], tenure[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  snprintf(tenure, sizeof tenure, "%d months", months);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                 "I'm a senior citizen. I want an FD of Rs %s for %s at the senior rate, please check and book.",
+                 "Main senior citizen hoon. Rs %s ki FD %s ke liye senior rate pe chahiye, check karke book karo.",
+                 "senior citizen fd. %s. %s. senior rate pls", amount_text, tenure));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "debit", NULL));
+  FAM_TRY(fam_gold(t, err, "get_customer_profile", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "get_deposit_loan_rates", "product_type", 0, "{\"product_type\":\"fd\"}"));
+  FAM_TRY(fam_gold(t, err, "calculate_fd_maturity", "principal_amount,tenure_months,senior_citizen", 0,
+                 "{\"principal_amount\":%lld,\"tenure_months\":%d,\"senior_citizen\":true}", (long long)amount, months));
+  FAM_TRY(fam_gold(t, err, "create_fd", "principal_amount,tenure_months,source_account", 0,
+                 "{\"principal_amount\":%lld,\"tenure_months\":%d,\"source_account\":\"%s\"}", (long long)amount,
+                 months, c[1]));
+  FAM_TRY(fam_assert(t, err, "The agent checks the age on the profile before quoting.", TASK_RULE_CALLED_BEFORE,
+                   "get_customer_profile", "calculate_fd_maturity", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- fd_insufficient_funds (edge, 2 steps): the FD is larger than the balance ----------
+static int gen_fd_insufficient_funds(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "fd_insufficient_funds", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_FUNDED(0) " ORDER BY a.account_id", 5, c, err));
+  int64_t amount = (atoll(c[2]) / 100000 + task_gen_range(&rng, 1, 200)) * 1000;
+  char amount_text[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Book an FD of Rs %s from my account %s for one year.",
+                 "Mere account %2$s se Rs %1$s ki FD ek saal ke liye bana do.", "fd %s from %s. 1 yr", amount_text,
+                 c[1]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[1]));
+  FAM_TRY(fam_assert(t, err, "The agent does not book an FD larger than the balance.", TASK_RULE_NOT_CALLED,
+                   "create_fd", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- deposit_kyc_expired (edge, 2 steps): no new deposit while KYC is expired ----------
+static int gen_deposit_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "deposit_kyc_expired", seed);
+  char c[2][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT c.customer_id, a.account_id FROM customers c JOIN accounts a ON a.customer_id = c.customer_id"
+                 " WHERE c.kyc_status = 'expired' AND a.status = 'active' ORDER BY a.account_id",
+                 2, c, err));
+  int rd = (int)task_gen_range(&rng, 0, 1);
+  char amount[32];
+  snprintf(amount, sizeof amount, "%d", rd ? (int)task_gen_range(&rng, 5, 50) * 100 : (int)task_gen_range(&rng, 10, 200) * 1000);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Please open %s of Rs %s from account %s.",
+                 "Account %3$s se Rs %2$s ka %1$s khol do.", "open %s %s from %s", rd ? "a monthly RD" : "an FD", amount,
+                 c[1]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "get_kyc_status", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent opens no deposit while KYC is expired.", TASK_RULE_NOT_CALLED,
+                   rd ? "create_rd" : "create_fd", NULL));
+  FAM_TRY(fam_variant(t, err, rd ? "rd" : "fd"));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// Customers with room for a new EMI (paise) as SQL_LOAN_OK computes it, and
+// the account's balance.
+#define SQL_HOME_LOAN_OK                                                                                     \
+  "SELECT c.customer_id, a.account_id, c.monthly_income_paise / 2 - coalesce((SELECT sum(l.emi_paise)"      \
+  " FROM loans l WHERE l.customer_id = c.customer_id AND l.status = 'active'), 0) AS room FROM customers c"  \
+  " JOIN accounts a ON a.customer_id = c.customer_id WHERE " KYC_OK " AND a.status = 'active'"              \
+  " AND a.balance_paise >= 2000000 AND room >= 1000000 ORDER BY a.account_id"
+
+// ---- home_loan_apply (seq, 5 steps): rates, eligibility, fee confirmed, apply, loans ----
+static int gen_home_loan_apply(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "home_loan_apply", seed);
+  char c[3][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_HOME_LOAN_OK, 3, c, err));
+  static const int tenures[] = {120, 180, 240};
+  int months = tenures[task_gen_range(&rng, 0, 2)];
+  // An EMI near 0.4 of the room: at 8-10% over 10+ years the EMI is below
+  // 1.35% of the principal a month.
+  int64_t cap = atoll(c[2]) / 100 * 30 / 100000;
+  int64_t amount = task_gen_range(&rng, 1, cap > 1 ? cap : 1) * 100000;
+  char amount_text[32], tenure[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  snprintf(tenure, sizeof tenure, "%d years", months / 12);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I'm buying a flat and want a home loan of Rs %s over %s. Please apply.",
+                 "Flat le raha hoon, Rs %s ka home loan %s ke liye chahiye. Apply kar do.",
+                 "home loan %s. %s. apply", amount_text, tenure));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "fee", "disbursal", NULL));
+  FAM_TRY(fam_gold(t, err, "get_deposit_loan_rates", "product_type", 0, "{\"product_type\":\"home_loan\"}"));
+  int e = fam_gold(t, err, "check_loan_eligibility", "loan_type,amount,tenure_months", 0,
+                  "{\"loan_type\":\"home\",\"amount\":%lld,\"tenure_months\":%d}", (long long)amount, months);
+  FAM_TRY(e);
+  char eligible[16];
+  FAM_TRY(fam_replay_text(ctx, t, e, "eligible", eligible, sizeof eligible, err));
+  if (strcmp(eligible, "true") != 0) return fimi_fail(err, "home_loan_apply: customer %s not eligible", c[0]);
+  int s = fam_gold(t, err, "apply_loan", "loan_type,amount,tenure_months,disbursal_account", 1,
+                  "{\"loan_type\":\"home\",\"amount\":%lld,\"tenure_months\":%d,\"disbursal_account\":\"%s\","
+                  "\"customer_confirmed\":true}",
+                  (long long)amount, months, c[1]);
+  FAM_TRY(s);
+  FAM_TRY(task_add_confirm(t, "the processing fee", s, "processing_fee", err));
+  FAM_TRY(fam_gold(t, err, "list_loans", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent checks eligibility before applying.", TASK_RULE_CALLED_BEFORE,
+                   "check_loan_eligibility", "apply_loan", NULL));
+  FAM_TRY(fam_variant(t, err, months == 120 ? "10y" : months == 180 ? "15y" : "20y"));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+static const char *const TIERS[] = {"easy", "medium", "hard"};
+
+// ---- gold_loan_graded (tools, graded, 1/2/5 steps): rate; quote; book and balance -----
+static int gen_gold_loan_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "gold_loan_graded", seed);
+  char c[2][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT c.customer_id, a.account_id FROM customers c JOIN accounts a ON a.customer_id = c.customer_id"
+                 " WHERE " KYC_OK " AND a.status = 'active' ORDER BY a.account_id",
+                 2, c, err));
+  int tier = (int)task_gen_range(&rng, 0, 2);
+  int grams = (int)task_gen_range(&rng, 10, 100);
+  int karat = KARATS[task_gen_range(&rng, 0, 3)];
+  char grams_text[32], karat_text[16];
+  snprintf(grams_text, sizeof grams_text, "%d grams", grams);
+  snprintf(karat_text, sizeof karat_text, "%d carat", karat);
+  fam_style(t, &rng);
+  static const char *const en[] = {"What is today's gold rate for a gold loan?",
+                                   "How much gold loan can I get on %s of %s gold?",
+                                   "I want a gold loan on %s of %s gold, credited to my account."};
+  static const char *const hi[] = {"Aaj gold loan ke liye sone ka rate kya hai?",
+                                   "%s %s sone pe kitna gold loan milega?",
+                                   "%s %s sone pe gold loan chahiye, account mein daal do."};
+  static const char *const fr[] = {"gold rate today?", "gold loan on %s %s? max?", "gold loan. %s %s. credit account"};
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, en[tier], hi[tier], fr[tier], grams_text, karat_text));
+  if (tier == 2) FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int r = fam_gold(t, err, "get_gold_rate", "", 0, "{}");
+  FAM_TRY(r);
+  if (tier == 0) {
+    FAM_TRY(task_add_communicate(t, "22-carat rate per gram", r, "rate_22k_per_gram", err));
+    FAM_TRY(fam_variant(t, err, TIERS[tier]));
+    fam_finish(t, CHECKS_COMM);
+    return 0;
+  }
+  FAM_TRY(fam_field(t, err, "gold_weight", grams_text, "weight", "grams", NULL));
+  FAM_TRY(fam_field(t, err, "purity", karat_text, "karat", "carat", NULL));
+  int q = fam_gold(t, err, "get_gold_loan_quote", "gold_weight_grams,purity_karat", 0,
+                  "{\"gold_weight_grams\":%d,\"purity_karat\":%d}", grams, karat);
+  FAM_TRY(q);
+  if (tier == 1) {
+    FAM_TRY(task_add_communicate(t, "maximum loan", q, "max_loan_amount", err));
+    FAM_TRY(fam_variant(t, err, TIERS[tier]));
+    fam_finish(t, CHECKS_COMM);
+    return 0;
+  }
+  char max_text[64];
+  FAM_TRY(fam_replay_text(ctx, t, q, "max_loan_amount", max_text, sizeof max_text, err));
+  int64_t max_loan = (int64_t)atof(max_text);
+  int64_t amount = task_gen_range(&rng, 1, max_loan / 1000 - 1 > 1 ? max_loan / 1000 - 1 : 1) * 1000;
+  int months = (int)task_gen_range(&rng, 3, 12);
+  char amount_text[32], tenure[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  snprintf(tenure, sizeof tenure, "%d months", months);
+  FAM_TRY(fam_field(t, err, "amount", amount_text, "how much", "loan amount", NULL));
+  FAM_TRY(fam_field(t, err, "tenure", tenure, "months", "period", "how long", NULL));
+  FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "credit", "disbursal", NULL));
+  int s = fam_gold(t, err, "apply_gold_loan", "gold_weight_grams,purity_karat,amount,tenure_months,disbursal_account", 1,
+                  "{\"gold_weight_grams\":%d,\"purity_karat\":%d,\"amount\":%lld,\"tenure_months\":%d,"
+                  "\"disbursal_account\":\"%s\",\"customer_confirmed\":true}",
+                  grams, karat, (long long)amount, months, c[1]);
+  FAM_TRY(s);
+  FAM_TRY(task_add_confirm(t, "the gold loan processing fee", s, "processing_fee", err));
+  FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[1]));
+  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- loan_over_income (edge, 2 steps): the EMI would pass half the income ---------------
+static int gen_loan_over_income(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "loan_over_income", seed);
+  char c[3][TASK_GEN_COL_MAX];
+  // Room for a new EMI of Rs 1,000 to Rs 30,000: 60 times the room, the
+  // amount asked, has an EMI above the room over 3-5 years at any rate.
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT c.customer_id, a.account_id, c.monthly_income_paise / 2 - coalesce((SELECT sum(l.emi_paise)"
+                 " FROM loans l WHERE l.customer_id = c.customer_id AND l.status = 'active'), 0) AS room"
+                 " FROM customers c JOIN accounts a ON a.customer_id = c.customer_id WHERE " KYC_OK
+                 " AND c.credit_score >= 650 AND a.status = 'active' AND room BETWEEN 100000 AND 3000000"
+                 " ORDER BY a.account_id",
+                 3, c, err));
+  int64_t amount = (atoll(c[2]) / 100 * 60 / 10000 + 1) * 10000;
+  if (amount < 100000) amount = 100000;
+  int months = (int)task_gen_range(&rng, 3, 5) * 12;
+  char amount_text[32], tenure[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  snprintf(tenure, sizeof tenure, "%d months", months);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I need a personal loan of Rs %s for %s. Please sanction it now.",
+                 "Rs %s ka personal loan %s ke liye abhi sanction karo.", "pl %s %s now", amount_text, tenure));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "amount", amount_text, "how much", "loan amount", NULL));
+  FAM_TRY(fam_field(t, err, "tenure", tenure, "months", "period", "how long", NULL));
+  int e = fam_gold(t, err, "check_loan_eligibility", "loan_type,amount,tenure_months", 0,
+                  "{\"loan_type\":\"personal\",\"amount\":%lld,\"tenure_months\":%d}", (long long)amount, months);
+  FAM_TRY(e);
+  char eligible[16];
+  FAM_TRY(fam_replay_text(ctx, t, e, "eligible", eligible, sizeof eligible, err));
+  if (strcmp(eligible, "false") != 0) return fimi_fail(err, "loan_over_income: customer %s is eligible", c[0]);
+  FAM_TRY(fam_assert(t, err, "The agent does not apply for a loan the income cannot carry.", TASK_RULE_NOT_CALLED,
+                   "apply_loan", NULL));
+  FAM_TRY(fam_variant(t, err, "personal_loan"));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- prepay_too_early (edge, 3 steps): personal loans prepay only after 6 EMIs ----------
+static int gen_prepay_too_early(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "prepay_too_early", seed);
+  char c[3][TASK_GEN_COL_MAX], sql[256];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT l.customer_id, l.loan_id, l.account_id FROM loans l JOIN accounts a ON a.account_id ="
+                 " l.account_id WHERE l.status = 'active' AND l.loan_type = 'personal' AND a.status = 'active'"
+                 " ORDER BY l.loan_id",
+                 3, c, err));
+  // The story: a loan taken a few months ago.
+  int paid = (int)task_gen_range(&rng, 1, 5);
+  snprintf(sql, sizeof sql, "UPDATE loans SET emis_paid = %d WHERE loan_id = '%s'", paid, c[1]);
+  FAM_TRY(task_add_fixture(t, sql, err));
+  char amount[32];
+  snprintf(amount, sizeof amount, "%d", (int)task_gen_range(&rng, 5, 50) * 1000);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I want to prepay Rs %s of my personal loan %s today.",
+                 "Personal loan %2$s mein aaj Rs %1$s prepay karna hai.", "prepay %s on %s today", amount, c[1]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_loans", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "get_loan_details", "loan_id", 0, "{\"loan_id\":\"%s\"}", c[1]));
+  FAM_TRY(fam_assert(t, err, "The agent does not prepay before 6 EMIs are paid.", TASK_RULE_NOT_CALLED, "prepay_loan",
+                   NULL));
+  FAM_TRY(fam_variant(t, err, "personal_loan"));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- rd_fd_planner (seq, 8 steps): balance, RD rates, RD quote and booking, FD quote and booking, list ----
+static int gen_rd_fd_planner(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "rd_fd_planner", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_FUNDED(10000000) " ORDER BY a.account_id", 5, c, err));
+  int64_t fd = fam_amount(&rng, c[2], 10, 3);
+  int64_t monthly = task_gen_range(&rng, 5, 50) * 100;
+  int rd_months = (int)task_gen_range(&rng, 1, 8) * 6, fd_months = (int)task_gen_range(&rng, 6, 60);
+  char fd_text[32], monthly_text[32], rd_tenure[32], fd_tenure[32];
+  snprintf(fd_text, sizeof fd_text, "%lld", (long long)fd);
+  snprintf(monthly_text, sizeof monthly_text, "%lld", (long long)monthly);
+  snprintf(rd_tenure, sizeof rd_tenure, "%d months", rd_months);
+  snprintf(fd_tenure, sizeof fd_tenure, "%d months", fd_months);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                 "I want to start an RD and also put a lump sum in an FD. Check my balance and the numbers first.",
+                 "Ek RD shuru karni hai aur ek FD bhi. Pehle balance aur hisaab dekh lo.",
+                 "rd + fd both. balance first, then numbers"));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "debit", NULL));
+  FAM_TRY(fam_field(t, err, "rd_monthly_amount", monthly_text, "monthly", "instalment", NULL));
+  FAM_TRY(fam_field(t, err, "rd_tenure", rd_tenure, "rd tenure", "rd for", NULL));
+  FAM_TRY(fam_field(t, err, "fd_amount", fd_text, "lump sum", "fd amount", NULL));
+  FAM_TRY(fam_field(t, err, "fd_tenure", fd_tenure, "fd tenure", "fd for", NULL));
+  FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[1]));
+  FAM_TRY(fam_gold(t, err, "get_deposit_loan_rates", "product_type", 0, "{\"product_type\":\"rd\"}"));
+  FAM_TRY(fam_gold(t, err, "calculate_rd_maturity", "monthly_amount,tenure_months", 0,
+                 "{\"monthly_amount\":%lld,\"tenure_months\":%d}", (long long)monthly, rd_months));
+  FAM_TRY(fam_gold(t, err, "create_rd", "monthly_amount,tenure_months,source_account", 0,
+                 "{\"monthly_amount\":%lld,\"tenure_months\":%d,\"source_account\":\"%s\"}", (long long)monthly,
+                 rd_months, c[1]));
+  FAM_TRY(fam_gold(t, err, "calculate_fd_maturity", "principal_amount,tenure_months", 0,
+                 "{\"principal_amount\":%lld,\"tenure_months\":%d}", (long long)fd, fd_months));
+  FAM_TRY(fam_gold(t, err, "create_fd", "principal_amount,tenure_months,source_account", 0,
+                 "{\"principal_amount\":%lld,\"tenure_months\":%d,\"source_account\":\"%s\"}", (long long)fd, fd_months,
+                 c[1]));
+  FAM_TRY(fam_gold(t, err, "list_deposits", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent checks the balance before booking.", TASK_RULE_CALLED_BEFORE,
+                   "get_account_balance", "create_rd", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- fd_rate_comm (tools, communication, 2 steps): the rate and maturity date said ----
+static int gen_fd_rate_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  (void)ctx;
+  Rng rng;
+  fam_rng(&rng, "fd_rate_comm", seed);
+  int senior = (int)task_gen_range(&rng, 0, 1);
+  int64_t amount = task_gen_range(&rng, 5, 500) * 1000;
+  int months = (int)task_gen_range(&rng, 3, 60);
+  char amount_text[32], tenure[32];
+  snprintf(amount_text, sizeof amount_text, "%lld", (long long)amount);
+  snprintf(tenure, sizeof tenure, "%d months", months);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                 "For an FD of Rs %s over %s%s, what exact rate would I get and on which date would it mature?",
+                 "Rs %s ki FD %s ke liye%s, rate kitna milega aur maturity date kya hogi?",
+                 "fd %s %s%s. rate? maturity date?", amount_text, tenure, senior ? " (I am a senior citizen)" : ""));
+  FAM_TRY(fam_field(t, err, "amount", amount_text, "how much", "principal", NULL));
+  FAM_TRY(fam_field(t, err, "tenure", tenure, "months", "period", "how long", NULL));
+  FAM_TRY(fam_gold(t, err, "get_deposit_loan_rates", "product_type", 0, "{\"product_type\":\"fd\"}"));
+  int s = fam_gold(t, err, "calculate_fd_maturity", "principal_amount,tenure_months,senior_citizen", 0,
+                  "{\"principal_amount\":%lld,\"tenure_months\":%d,\"senior_citizen\":%s}", (long long)amount, months,
+                  senior ? "true" : "false");
+  FAM_TRY(s);
+  FAM_TRY(task_add_communicate(t, "interest rate", s, "interest_rate_percent", err));
+  FAM_TRY(task_add_communicate(t, "maturity date", s, "maturity_date", err));
+  FAM_TRY(fam_variant(t, err, senior ? "senior" : "general"));
+  fam_finish(t, CHECKS_COMM);
+  return 0;
+}
+
+// ---- foreclose_short_funds (edge, 4 steps): the account cannot pay the loan off --------
+static int gen_foreclose_short_funds(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "foreclose_short_funds", seed);
+  char c[4][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT l.customer_id, l.loan_id, l.account_id, l.loan_type FROM loans l JOIN accounts a"
+                 " ON a.account_id = l.account_id WHERE l.status = 'active' AND a.status = 'active'"
+                 " AND (l.loan_type = 'home' OR (l.loan_type = 'personal' AND l.emis_paid >= 6))"
+                 " AND a.balance_paise < l.outstanding_paise ORDER BY l.loan_id",
+                 4, c, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Close my loan %s today, take the full amount from account %s.",
+                 "Loan %s aaj hi band karo, poora paisa account %s se le lo.", "foreclose %s today from %s", c[1],
+                 c[2]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_loans", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "get_foreclosure_quote", "loan_id", 0, "{\"loan_id\":\"%s\"}", c[1]));
+  FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[2]));
+  FAM_TRY(fam_assert(t, err, "The agent does not foreclose a loan the account cannot pay.", TASK_RULE_NOT_CALLED,
+                   "foreclose_loan", NULL));
+  FAM_TRY(fam_variant(t, err, strcmp(c[3], "home") == 0 ? "home_loan" : "personal_loan"));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+#define DEEP_FAMILY(var, name, kind, flags, variants, summary) \
+  FAMILY(var, name, kind, TASK_SLICE_DEEP, flags, variants, summary)
+DEEP_FAMILY(fam_fd_days_booking, fd_days_booking, TASK_KIND_TOOLS, 0, "savings,current",
+            "FD for a tenure in days: quote, book, list")
+DEEP_FAMILY(fam_senior_fd_booking, senior_fd_booking, TASK_KIND_SEQ, 0, "savings,current",
+            "5 steps: profile (age), rates, senior quote, book")
+DEEP_FAMILY(fam_fd_insufficient_funds, fd_insufficient_funds, TASK_KIND_EDGE, 0, "savings,current",
+            "FD above the balance: balance read, refuse")
+DEEP_FAMILY(fam_deposit_kyc_expired, deposit_kyc_expired, TASK_KIND_EDGE, 0, "fd,rd",
+            "FD or RD with expired KYC: status read, refuse")
+DEEP_FAMILY(fam_home_loan_apply, home_loan_apply, TASK_KIND_SEQ, 0, "10y,15y,20y",
+            "5 steps: home loan rates, eligibility, fee confirmed, apply, loans")
+DEEP_FAMILY(fam_gold_loan_graded, gold_loan_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED, "easy,medium,hard",
+            "graded: gold rate; loan quote; quote, book and balance")
+DEEP_FAMILY(fam_loan_over_income, loan_over_income, TASK_KIND_EDGE, 0, "personal_loan",
+            "EMI above half the income: eligibility read, refuse")
+DEEP_FAMILY(fam_prepay_too_early, prepay_too_early, TASK_KIND_EDGE, 0, "personal_loan",
+            "personal loan prepay before 6 EMIs: loans, details, refuse")
+DEEP_FAMILY(fam_rd_fd_planner, rd_fd_planner, TASK_KIND_SEQ, 0, "savings,current",
+            "8 steps: balance, RD rates, RD quote and booking, FD quote and booking, list")
+DEEP_FAMILY(fam_fd_rate_comm, fd_rate_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION, "general,senior",
+            "FD rate and maturity date said (no login)")
+DEEP_FAMILY(fam_foreclose_short_funds, foreclose_short_funds, TASK_KIND_EDGE, 0, "home_loan,personal_loan",
+            "foreclosure the account cannot pay: loans, quote, balance, refuse")
