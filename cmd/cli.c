@@ -58,6 +58,9 @@ static const ConfigField train_fields[] = {
     {"train", "eval_max_rows", CONFIG_INT, "0", "evaluate on the first N eval rows (0: all)"},
     {"train", "save_every", CONFIG_INT, "0", "checkpoint every N steps (0: only at the end)"},
     {"train", "keep_last", CONFIG_INT, "2", "complete checkpoints to keep (0: all)"},
+    {"train", "max_shard_mb", CONFIG_FLOAT, "5000",
+     "checkpoint weights above this many MB are sharded with model.safetensors.index.json, as transformers does "
+     "(0: one file)"},
     {"train", "max_nonfinite_in_row", CONFIG_INT, "5", "abort after this many skipped (non-finite) steps in a row"},
     {"train", "stop_at_step", CONFIG_INT, "0", "stop (and save) after this step without changing the schedule (0: run all)"},
     {"train", "seed", CONFIG_INT, "42", "seed of the data order (and the loop's RNG)"},

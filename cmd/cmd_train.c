@@ -51,7 +51,7 @@ static void print_train_help(void) {
 // changing them on resume raises no warning.
 static int hashed_key(const ConfigField *f) {
   static const char *skip[] = {"out_dir", "stop_at_step", "progress", "eval_every", "eval_max_rows",
-                               "save_every", "keep_last", "max_nonfinite_in_row"};
+                               "save_every", "keep_last", "max_nonfinite_in_row", "max_shard_mb"};
   if (strcmp(f->section, "model") && strcmp(f->section, "data") && strcmp(f->section, "optim") &&
       strcmp(f->section, "train") && strcmp(f->section, "dpo") && strcmp(f->section, "grpo") &&
       strcmp(f->section, "env") && strcmp(f->section, "rollout"))
@@ -163,6 +163,10 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
       config_get_bool(c, "dist", "zero3", &t->zero3, err) || read_int(c, "dist", "unit_size", &t->unit_size, err))
     return -1;
   if (t->unit_size < 1 || t->unit_size > 1 << 20) return fimi_fail(err, "dist.unit_size must be in [1, 1048576]");
+  double shard_mb = 0;
+  if (config_get_float(c, "train", "max_shard_mb", &shard_mb, err) != 0) return -1;
+  if (!(shard_mb >= 0 && shard_mb <= 1e9)) return fimi_fail(err, "train.max_shard_mb must be in [0, 1e9] (0: one file)");
+  l->max_shard_bytes = (size_t)(shard_mb * 1e6);
   if (lr_schedule_kind_parse(schedule, &l->schedule.kind, err) != 0) return fimi_fail_wrap(err, "optim.schedule");
   if (seed < 0) return fimi_fail(err, "train.seed must be >= 0");
   if (!(warmup_ratio >= 0 && warmup_ratio < 1)) return fimi_fail(err, "optim.warmup_ratio must be in [0, 1)");
@@ -242,8 +246,8 @@ static void print_plan(const TrainSetup *t) {
   printf("  steps %lld, micro_batch %lld, grad_accum %lld, lr %g (%s, warmup %ld), recompute %s\n",
          (long long)l->steps, (long long)l->micro_batch, (long long)l->grad_accum, l->schedule.base_lr,
          lr_schedule_kind_name(l->schedule.kind), l->schedule.warmup_steps, t->recompute ? "on" : "off");
-  printf("  save_every %lld, keep_last %lld, out_dir %s\n", (long long)l->save_every, (long long)l->keep_last,
-         l->out_dir);
+  printf("  save_every %lld, keep_last %lld, max_shard_mb %g, out_dir %s\n", (long long)l->save_every,
+         (long long)l->keep_last, l->max_shard_bytes / 1e6, l->out_dir);
 
   if (!strcmp(t->objective, "dpo"))
     printf("  dpo: loss %s, beta %g, reference %s, monitor margin %g over %d steps\n",

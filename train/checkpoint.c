@@ -435,9 +435,10 @@ int checkpoint_temp_dir(const char *out_dir, int64_t step, char *tmp, size_t tmp
   return step_dir(tmp, tmp_size, out_dir, TMP_PREFIX, step, err);
 }
 
-int checkpoint_write_model(const char *tmp, const GemmaModel *model, const char *tokenizer_path, FimiError *err) {
+int checkpoint_write_model(const char *tmp, const GemmaModel *model, const char *tokenizer_path,
+                           size_t max_shard_bytes, FimiError *err) {
   char path[CHECKPOINT_PATH_MAX];
-  if (gemma_save_pretrained(model, tmp, SAFETENSORS_F32, 0, err) != 0) return -1;
+  if (gemma_save_pretrained(model, tmp, SAFETENSORS_F32, max_shard_bytes, err) != 0) return -1;
   if (tokenizer_path && tokenizer_path[0] &&
       (path_join(path, sizeof path, tmp, "tokenizer.json", err) != 0 || copy_file(tokenizer_path, path, err) != 0))
     return -1;
@@ -473,10 +474,10 @@ int checkpoint_finish_save(const char *out_dir, const char *tmp, const TrainerSt
 }
 
 int checkpoint_save(const char *out_dir, const GemmaModel *model, AdamW *opt, const TrainerState *ts,
-                    const char *tokenizer_path, int keep_last, FimiError *err) {
+                    const char *tokenizer_path, int keep_last, size_t max_shard_bytes, FimiError *err) {
   char tmp[CHECKPOINT_PATH_MAX];
   if (checkpoint_begin_save(out_dir, ts->step, tmp, sizeof tmp, err) != 0) return -1;
-  if (checkpoint_write_model(tmp, model, tokenizer_path, err) != 0 ||
+  if (checkpoint_write_model(tmp, model, tokenizer_path, max_shard_bytes, err) != 0 ||
       (opt && checkpoint_write_optimizer_shard(tmp, opt, 0, 1, err) != 0))
     return fimi_fail_wrap(err, "saving checkpoint step %lld in %s", (long long)ts->step, out_dir);
   return checkpoint_finish_save(out_dir, tmp, ts, keep_last, err);

@@ -4,7 +4,9 @@
 // checkpoint_find_latest, checkpoint_load, checkpoint_clean_temp.
 //
 // Layout of OUT/step_000180/:
-//   config.json, model.safetensors   gemma_save_pretrained (F32, exact)
+//   config.json, model.safetensors   gemma_save_pretrained (F32, exact); above
+//                                    max_shard_bytes model-0000i-of-0000N.safetensors
+//                                    + model.safetensors.index.json, as transformers writes
 //   tokenizer.json                   copied from the initial model
 //   optimizer.h5                     one float32 dataset per AdamW state
 //                                    array ("layers.3.exp_avg", ...), root
@@ -53,10 +55,11 @@ typedef struct TrainerState {
 
 // Writes OUT/step_%06lld (see above). tokenizer_path may be NULL or "" (no
 // copy). keep_last > 0 deletes the oldest complete checkpoints beyond it.
+// max_shard_bytes > 0 shards the weights above that size (0: one file).
 // opt may be NULL (no optimizer.h5: a model-only checkpoint, which
 // checkpoint_load refuses for lack of optimizer state).
 int checkpoint_save(const char *out_dir, const GemmaModel *model, AdamW *opt, const TrainerState *ts,
-                    const char *tokenizer_path, int keep_last, FimiError *err);
+                    const char *tokenizer_path, int keep_last, size_t max_shard_bytes, FimiError *err);
 // The steps of checkpoint_save, for a save spread over ranks (train/loop.c
 // runs them with a collective agreement between steps):
 //   rank 0:     checkpoint_begin_save   a clean OUT/.tmp-step_N into tmp
@@ -66,7 +69,8 @@ int checkpoint_save(const char *out_dir, const GemmaModel *model, AdamW *opt, co
 // checkpoint_temp_dir gives the other ranks the same tmp path.
 int checkpoint_begin_save(const char *out_dir, int64_t step, char *tmp, size_t tmp_size, FimiError *err);
 int checkpoint_temp_dir(const char *out_dir, int64_t step, char *tmp, size_t tmp_size, FimiError *err);
-int checkpoint_write_model(const char *tmp, const GemmaModel *model, const char *tokenizer_path, FimiError *err);
+int checkpoint_write_model(const char *tmp, const GemmaModel *model, const char *tokenizer_path,
+                           size_t max_shard_bytes, FimiError *err);
 int checkpoint_write_optimizer_shard(const char *tmp, AdamW *opt, int rank, int world, FimiError *err);
 int checkpoint_finish_save(const char *out_dir, const char *tmp, const TrainerState *ts, int keep_last,
                            FimiError *err);

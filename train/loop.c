@@ -23,6 +23,7 @@ void train_loop_config_default(TrainLoopConfig *c) {
   c->grad_accum = 1;
   c->max_grad_norm = 1.0;
   c->keep_last = 2;
+  c->max_shard_bytes = (size_t)5000 * 1000 * 1000;
   c->max_nonfinite_in_row = 5;
   c->data_seed = 42;
   c->shuffle = 1;
@@ -256,7 +257,7 @@ static int save_sharded(const TrainLoopConfig *c, TrainState *s, const TrainerSt
   int rc = train_state_sync_model(s, err);
   if (rc == 0) rc = s->rank == 0 ? checkpoint_begin_save(c->out_dir, ts->step, tmp, sizeof tmp, err)
                                  : checkpoint_temp_dir(c->out_dir, ts->step, tmp, sizeof tmp, err);
-  if (rc == 0 && s->rank == 0) rc = checkpoint_write_model(tmp, s->model, c->tokenizer_path, err);
+  if (rc == 0 && s->rank == 0) rc = checkpoint_write_model(tmp, s->model, c->tokenizer_path, c->max_shard_bytes, err);
   if (agree(s, rc, what, err) != 0) return -1;
   rc = checkpoint_write_optimizer_shard(tmp, s->ops->optimizer(s->ops_ctx), s->rank, s->world, err);
   if (agree(s, rc, what, err) != 0) return -1;
@@ -285,7 +286,8 @@ static int save(const TrainLoopConfig *c, TrainState *s, TrainerState *ts, const
   ts->elapsed = elapsed;
   if (save_objective_state(c, ts, err) != 0) return -1;
   if (s->ops) return save_sharded(c, s, ts, err);
-  return checkpoint_save(c->out_dir, s->model, &s->opt, ts, c->tokenizer_path, (int)c->keep_last, err);
+  return checkpoint_save(c->out_dir, s->model, &s->opt, ts, c->tokenizer_path, (int)c->keep_last, c->max_shard_bytes,
+                         err);
 }
 
 int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj, const Dataset *train,

@@ -39,6 +39,7 @@ typedef struct TrainLoopConfig {
   int64_t eval_max_rows;       // 0: the whole eval set
   int64_t save_every;          // 0: save only at the last step
   int64_t keep_last;           // complete checkpoints kept (0 = all)
+  size_t max_shard_bytes;      // checkpoint weights sharded above this (with an index); 0 = one file
   int64_t max_nonfinite_in_row;
   int64_t stop_at_step;        // > 0: stop after this step (saving), schedule unchanged
   uint64_t data_seed;
@@ -79,7 +80,8 @@ typedef struct TrainLoopConfig {
 } TrainLoopConfig;
 
 // Defaults: steps 100, micro_batch 4, grad_accum 1, max_grad_norm 1,
-// eval/save only at the end, keep_last 2, 5 non-finite steps in a row,
+// eval/save only at the end, keep_last 2, weights sharded above 5 GB (as
+// fimi init), 5 non-finite steps in a row,
 // shuffle with seed 42, constant LR 1e-5.
 void train_loop_config_default(TrainLoopConfig *c);
 
