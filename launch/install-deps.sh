@@ -8,22 +8,31 @@ set -euo pipefail
 FIMI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev libpcre2-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libhdf5-dev libopenmpi-dev openmpi-bin python3-venv gnuplot-nox)
 # With --python (the test command) also clang and its libFuzzer runtime, for
-# the fuzz smoke run of tests/fuzz/smoke.sh.
+# the fuzz smoke run of tests/fuzz/smoke.sh, and Slurm and munge for the
+# one-node cluster of tests/slurm/cli_slurm.sh, these without their
+# recommended packages (28 more: plugin -dev packages, ROCm, InfluxDB, ...).
+SLURM_PACKAGES=()
 if [ "${1:-}" = "--python" ]; then
   DEBIAN_PACKAGES+=(clang libclang-rt-14-dev)
+  SLURM_PACKAGES=(slurm-wlm munge)
 fi
 
-missing=()
-for pkg in "${DEBIAN_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
+install_missing() {  # install_missing [APT_FLAG...] -- PACKAGE...: apt-get installs those not installed yet
+  local flags=() missing=() pkg
+  while [ "$1" != -- ]; do flags+=("$1"); shift; done
+  shift
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ "${#missing[@]}" -gt 0 ] || return 0
   echo "installing Debian packages: ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${flags[@]}" "${missing[@]}" >/dev/null
+}
+install_missing -- "${DEBIAN_PACKAGES[@]}"
+install_missing --no-install-recommends -- "${SLURM_PACKAGES[@]}"
 
 # The optional cuDNN attention path (kernels/cuda/attention_cudnn.cpp) is
 # written against NVIDIA's header-only cuDNN frontend, which is published on

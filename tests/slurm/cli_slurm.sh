@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# tests/slurm/cli_slurm.sh: launch/slurm/dpo.sbatch on a real one-node Slurm
+# cluster started here: munged, slurmctld and slurmd on localhost with a
+# generated slurm.conf (no cgroups: proctrack/linuxproc, task/none; state,
+# spool, logs and the munge socket under the test's temporary folder; random
+# free ports), as root. Skipped (exit 77, with the reason) without Slurm and
+# munge (launch/install-deps.sh --python installs them), or when not root.
+#
+# Accounting: no slurmdbd (it needs a MySQL/MariaDB server), so
+# accounting_storage/none and no sacct; a job's end state is read from
+# `scontrol show job` (slurmctld keeps finished jobs for MinJobAge, 300 s)
+# and from the job completion log (jobcomp/filetxt), which must agree.
+#
+# Jobs (tiny DPO, configs/tiny-cpu-dpo.ini, 2 CPU train ranks under ZeRO-3,
+# 12 steps, a checkpoint every 3, the model sharded into several safetensors
+# files with an index, train.max_shard_mb):
+#   1. straight, srun --mpi=pmix: COMPLETED in scontrol and the jobcomp log;
+#      its step-12 checkpoint loads in one process (fimi score) though two
+#      ranks wrote it, and with the Python safetensors package when present;
+#   2. mpirun inside the allocation, cancelled (scancel) after its step-6
+#      checkpoint, then the same script submitted again: it resumes and ends
+#      with the straight run's final weights (every shard file byte for
+#      byte) and per-step metrics;
+#   3. srun, sent USR1 after its step-3 checkpoint as Slurm does before a
+#      time limit or preemption (--signal=B:USR1@...): the job requeues
+#      itself, restarts as the same job (Restarts=1), resumes, and ends with
+#      the straight run's weights and metrics too.
+# Prints the test's wall time. Usage: cli_slurm.sh PATH/TO/fimi
+set -uo pipefail
+FIMI="$1"
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+T_START=$SECONDS
+
+skip() { echo "SKIPPED: cli_slurm: $*"; exit 77; }
+for cmd in slurmctld slurmd sbatch scontrol squeue scancel srun munged munge mpirun; do
+  command -v "$cmd" >/dev/null ||
+    skip "$cmd not found: install Slurm and munge (apt-get install slurm-wlm munge; launch/install-deps.sh --python does)"
+done
+[ "$(id -u)" = 0 ] || skip "needs root (slurmd runs jobs as other users only as root); run as root or in a container"
+source "$SRC/tests/lib_cli.sh"
+
+# ---- a one-node cluster --------------------------------------------------------
+C="$WORK/cluster"
+mkdir -p "$C/munge" "$C/state" "$C/spool"
+chmod 755 "$WORK" "$C" "$C/munge"  # munged requires a socket directory others can traverse
+export SLURM_CONF="$C/slurm.conf"
+free_port() {  # a TCP port nothing listens on, from a random start
+  local p=$((20000 + RANDOM % 30000))
+  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || (exec 3<>"/dev/tcp/127.0.0.1/$((p + 1))") 2>/dev/null; do
+    p=$((p + 2))
+  done
+  echo "$p"
+}
+stop_cluster() {
+  if [ -f "$C/slurmctld.pid" ]; then
+    scancel --quiet --full $(squeue -h -o %A 2>/dev/null) 2>/dev/null
+    for _ in $(seq 1 30); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.5; done
+  fi
+  local f pid
+  for f in slurmd slurmctld munged; do
+    [ -f "$C/$f.pid" ] || continue
+    pid=$(cat "$C/$f.pid")
+    kill "$pid" 2>/dev/null
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+  done
+}
+on_exit() {
+  local rc=$?
+  stop_cluster
+  if [ "$rc" -ne 0 ]; then
+    echo "--- slurmctld.log (end)"; tail -20 "$C/slurmctld.log" 2>/dev/null
+    echo "--- slurmd.log (end)"; tail -20 "$C/slurmd.log" 2>/dev/null
+  fi
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap on_exit EXIT
+
+dd if=/dev/urandom of="$C/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$C/munge.key"
+expect_ok "munged" munged --socket="$C/munge/munge.sock" --key-file="$C/munge.key" --log-file="$C/munged.log" \
+  --pid-file="$C/munged.pid" --seed-file="$C/munged.seed"
+NODE="$(hostname -s)"
+CPUS="$(getconf _NPROCESSORS_ONLN)"
+CTLD_PORT=$(free_port)
+cat >"$SLURM_CONF" <<EOF
+ClusterName=fimitest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$((CTLD_PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$C/munge/munge.sock
+CredType=cred/munge
+StateSaveLocation=$C/state
+SlurmdSpoolDir=$C/spool
+SlurmctldPidFile=$C/slurmctld.pid
+SlurmdPidFile=$C/slurmd.pid
+SlurmctldLogFile=$C/slurmctld.log
+SlurmdLogFile=$C/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$C/jobcomp.txt
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+expect_ok "slurmctld starts" slurmctld -f "$SLURM_CONF"
+expect_ok "slurmd starts" slurmd -f "$SLURM_CONF" -N "$NODE"
+for _ in $(seq 1 60); do sinfo -h -o %T 2>/dev/null | grep -qx idle && break; sleep 0.5; done
+expect_true "the node is idle" bash -c "sinfo -h -o %T | grep -qx idle"
+[ "$failures" -eq 0 ] || { echo "the cluster did not start"; cli_summary; exit 1; }
+
+# ---- data: the tiny DPO set, its reference log-probs added once ----------------
+D="$WORK/data"
+mkdir -p "$D"
+CONFIG="$SRC/configs/tiny-cpu-dpo.ini"
+make_tiny_tokenizer "$D"
+tokenize_tiny dpo "$D"
+expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
+TRAIN_ARGS=(--set train.init="$D/init" --set data.train="$D/train.h5" --set data.eval="$D/eval.h5"
+            --set train.progress=false --set train.steps=12 --set train.save_every=3 --set train.keep_last=0
+            --set train.eval_every=6 --set train.max_shard_mb=0.3)
+expect_ok "reference log-probs into the datasets" env OMP_NUM_THREADS=1 "$FIMI" train --config "$CONFIG" \
+  "${TRAIN_ARGS[@]}" --set train.steps=1 --set train.out_dir="$WORK/refpass"
+
+# ---- jobs ------------------------------------------------------------------------
+export FIMI FIMI_ROOT="$SRC" FIMI_CONFIG="$CONFIG" FIMI_GPUS_PER_NODE=2 FIMI_DEVICE=cpu OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# The paper's directives (5 nodes x 8 GPUs) overridden for this node: 2
+# tasks, no GPUs. The time limit stays above the USR1 warning
+# (--signal=B:USR1@600 in the script), which would otherwise come at once.
+# The output file appends across restarts (--open-mode).
+SBATCH_ARGS=(--nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --gpus-per-node=0 --time=30 --chdir="$WORK")
+submit() {  # submit NAME RUN [env...]: the job id
+  local name="$1" run="$2"; shift 2
+  env FIMI_RUN="$run" "$@" sbatch --parsable "${SBATCH_ARGS[@]}" --job-name="$name" --output="$WORK/$name.out" \
+    "$SRC/launch/slurm/dpo.sbatch" "${TRAIN_ARGS[@]}" | cut -d';' -f1
+}
+job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+wait_state() {  # wait_state ID SECONDS STATE...: polls until the job is in one of STATEs
+  local id="$1" limit="$2" state=""; shift 2
+  for _ in $(seq 1 $((limit * 4))); do
+    state=$(job_field "$id" JobState)
+    for want in "$@"; do [ "$state" = "$want" ] && return 0; done
+    sleep 0.25
+  done
+  echo "job $id: state '$state' after $limit s, expected $*"
+  return 1
+}
+wait_file() {  # wait_file PATH SECONDS
+  for _ in $(seq 1 $(($2 * 4))); do [ -e "$1" ] && return 0; sleep 0.25; done
+  echo "no $1 after $2 s"
+  return 1
+}
+jobcomp_state() { sed -n "s/^JobId=$1 .* JobState=\([A-Z_]*\) .*/\1/p" "$C/jobcomp.txt" | tail -1; }
+same_run() {  # same_run RUN_A RUN_B: step-12 weight files and per-step metrics identical
+  local a="$1/step_000012" b="$2/step_000012" f
+  [ -f "$a/model.safetensors.index.json" ] && cmp "$a/model.safetensors.index.json" "$b/model.safetensors.index.json" || return 1
+  for f in "$a"/model-*.safetensors; do cmp "$f" "$b/$(basename "$f")" || return 1; done
+  diff <(metrics_without_timing "$1/metrics.jsonl") <(metrics_without_timing "$2/metrics.jsonl")
+}
+
+# 1. straight
+ID1=$(submit straight "$WORK/straight")
+expect_true "job 1 submitted" test -n "$ID1"
+expect_ok "job 1 ends" wait_state "$ID1" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
+expect_true "job 1 COMPLETED (scontrol)" test "$(job_field "$ID1" JobState)" = COMPLETED
+expect_true "job 1 exit code 0:0" test "$(job_field "$ID1" ExitCode)" = 0:0
+expect_true "job 1 COMPLETED (jobcomp log)" test "$(jobcomp_state "$ID1")" = COMPLETED
+expect_true "job 1 ran 2 ranks under srun" grep -q "2 ranks (dist.roles=train\*2); new run" "$WORK/straight.out"
+expect_true "job 1 trained with ZeRO-3 across 2 ranks" grep -q "ZeRO-3 across 2 ranks" "$WORK/straight.out"
+expect_true "job 1: 12 steps in metrics.jsonl" test "$(wc -l <"$WORK/straight/metrics.jsonl")" = 12
+expect_true "job 1: step 12 complete" test -f "$WORK/straight/step_000012/DONE"
+expect_true "job 1: the model is sharded with an index" test -f "$WORK/straight/step_000012/model.safetensors.index.json"
+expect_true "job 1: more than one model shard" test "$(ls "$WORK/straight/step_000012"/model-*-of-*.safetensors | wc -l)" -gt 1
+expect_true "job 1: an optimizer shard per rank" test -f "$WORK/straight/step_000012/optimizer-rank00001-of-00002.h5"
+expect_ok "job 1's checkpoint loads in one process (fimi score)" "$FIMI" score --model "$WORK/straight/step_000012" --ids 2,10,11,12
+expect_true "fimi score printed log-probs" grep -q '"logprobs"' "$WORK/out"
+if has_python safetensors numpy; then
+  expect_ok "job 1's shards load with the Python safetensors package" "$PY" -c 'import json, os, sys
+from safetensors.numpy import load_file
+d = sys.argv[1]
+index = json.load(open(os.path.join(d, "model.safetensors.index.json")))
+tensors = {}
+for f in sorted(set(index["weight_map"].values())):
+    tensors.update(load_file(os.path.join(d, f)))
+assert set(tensors) == set(index["weight_map"]), "index and shards differ"
+assert "model.embed_tokens.weight" in tensors
+print(len(tensors), "tensors")' "$WORK/straight/step_000012"
+fi
+
+# 2. cancelled after step 6, resubmitted
+ID2=$(submit cancelled "$WORK/cancelled" FIMI_LAUNCHER=mpirun FIMI_TEST_SAVE_DELAY_MS=1500)
+expect_ok "job 2 reaches its step-6 checkpoint" wait_file "$WORK/cancelled/step_000006/DONE" 120
+expect_ok "scancel job 2" scancel "$ID2"
+expect_ok "job 2 ends CANCELLED" wait_state "$ID2" 60 CANCELLED
+expect_true "job 2 CANCELLED (jobcomp log)" test "$(jobcomp_state "$ID2")" = CANCELLED
+expect_true "job 2 stopped before step 12" test ! -e "$WORK/cancelled/step_000012"
+ID2B=$(submit cancelled "$WORK/cancelled" FIMI_LAUNCHER=mpirun)
+expect_ok "job 2 resubmitted ends" wait_state "$ID2B" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
+expect_true "job 2 resubmitted COMPLETED" test "$(job_field "$ID2B" JobState)" = COMPLETED
+expect_true "job 2 resubmitted resumed" grep -q "resuming $WORK/cancelled" "$WORK/cancelled.out"
+expect_ok "cancelled + resubmitted equals the straight run (weights byte for byte, metrics)" \
+  same_run "$WORK/straight" "$WORK/cancelled"
+
+# 3. USR1 (the time limit's or a preemption's warning): requeued, resumed
+ID3=$(submit requeued "$WORK/requeued" FIMI_TEST_SAVE_DELAY_MS=1500)
+expect_ok "job 3 reaches its step-3 checkpoint" wait_file "$WORK/requeued/step_000003/DONE" 120
+expect_ok "USR1 to job 3's batch shell" scancel --signal=USR1 --batch "$ID3"
+expect_ok "job 3 requeued (pending)" wait_state "$ID3" 60 PENDING
+expect_true "job 3 Restarts=1" test "$(job_field "$ID3" Restarts)" = 1
+# Slurm holds a requeued job back (BeginTime about 2 minutes on); start it now.
+expect_ok "job 3: start now" scontrol update "jobid=$ID3" StartTime=now
+expect_ok "job 3 ends" wait_state "$ID3" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
+expect_true "job 3 COMPLETED after its restart" test "$(job_field "$ID3" JobState)" = COMPLETED
+expect_true "job 3 requeued itself on USR1" grep -q "USR1: the allocation ends soon; requeueing" "$WORK/requeued.out"
+expect_true "job 3's restart resumed" grep -q "restart 1; .*resuming $WORK/requeued" "$WORK/requeued.out"
+expect_ok "requeued + resumed equals the straight run (weights byte for byte, metrics)" \
+  same_run "$WORK/straight" "$WORK/requeued"
+
+if [ "$failures" -ne 0 ]; then
+  for f in straight cancelled requeued; do echo "--- $f.out"; tail -30 "$WORK/$f.out" 2>/dev/null; done
+fi
+echo "cli_slurm: wall time $((SECONDS - T_START)) s (cluster start, data, 4 job runs)"
+cli_summary
