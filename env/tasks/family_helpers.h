@@ -124,7 +124,8 @@ void fam_rupees_tool(int64_t paise, char out[32]);
   X(fam_rekyc_graded) X(fam_all_balances_comm) X(fam_statement_too_long) \
   X(fam_fd_days_booking) X(fam_senior_fd_booking) X(fam_fd_insufficient_funds) X(fam_deposit_kyc_expired) \
   X(fam_home_loan_apply) X(fam_gold_loan_graded) X(fam_loan_over_income) X(fam_prepay_too_early) \
-  X(fam_rd_fd_planner) X(fam_fd_rate_comm) X(fam_foreclose_short_funds)
+  X(fam_rd_fd_planner) X(fam_fd_rate_comm) X(fam_foreclose_short_funds) \
+  X(fam_claim_over_cover) X(fam_policy_renewal_comm) X(fam_scheme_graded)
 FAM_FAMILIES(FAM_FAMILY)
 #undef FAM_FAMILY
 

@@ -290,3 +290,50 @@ FAMILY(fam_form_15g_15h, form_15g_15h, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "15
 FAMILY(fam_tds_certificate, tds_certificate, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "fd", "interest and TDS of a financial year")
 FAMILY(fam_scheme_kyc_expired, scheme_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "pmsby", "scheme enrolment with expired KYC: refuse")
 FAMILY(fam_tax_filing_oos, tax_filing_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "fd", "TDS figures, filing the return: out of scope")
+
+// ==== second round (the deep slice) ===========================================
+static const char *const TIERS[] = {"easy", "medium", "hard"};
+
+// ---- scheme_graded (seq, graded, 2/3/6 steps): PMSBY eligibility; enrolment; both schemes ----
+static int gen_scheme_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "scheme_graded", seed);
+  char c[2][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT c.customer_id, a.account_id FROM customers c JOIN accounts a ON a.customer_id = c.customer_id"
+                 " WHERE " KYC_OK " AND a.account_type = 'savings' AND a.status = 'active' AND a.balance_paise >= 100000"
+                 " AND " FAM_AGE_SQL " BETWEEN 19 AND 49 AND NOT EXISTS (SELECT 1 FROM scheme_enrolments e"
+                 " WHERE e.customer_id = c.customer_id AND e.scheme_code IN ('pmsby', 'pmjjby') AND e.status = 'active')"
+                 " ORDER BY a.account_id",
+                 2, c, err));
+  int tier = (int)task_gen_range(&rng, 0, 2);
+  fam_style(t, &rng);
+  static const char *const en[] = {"Am I eligible for PMSBY, the Rs 20 accident cover?",
+                                   "Please check PMSBY for me and enrol me if I qualify.",
+                                   "Check my KYC, then enrol me in both PMSBY and PMJJBY if I qualify."};
+  static const char *const hi[] = {"Kya main PMSBY ke liye eligible hoon?", "PMSBY check karke enrol kar do.",
+                                   "KYC check karo, phir PMSBY aur PMJJBY dono mein enrol kar do."};
+  static const char *const fr[] = {"pmsby eligible?", "pmsby check + enrol", "kyc check. then pmsby + pmjjby both"};
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, en[tier], hi[tier], fr[tier]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  if (tier > 0) FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "savings", "debit", NULL));
+  if (tier == 2) FAM_TRY(fam_gold(t, err, "get_kyc_status", "", 0, "{}"));
+  static const char *const schemes[] = {"pmsby", "pmjjby"};
+  for (int k = 0; k < (tier == 2 ? 2 : 1); k++) {
+    int e = fam_gold(t, err, "check_scheme_eligibility", "scheme_code", 0, "{\"scheme_code\":\"%s\"}", schemes[k]);
+    FAM_TRY(e);
+    if (tier == 0) FAM_TRY(task_add_communicate(t, "eligibility", e, "eligible", err));
+    if (tier == 0) break;
+    int s = fam_gold(t, err, "enroll_scheme", "scheme_code,account_id", 1,
+                    "{\"scheme_code\":\"%s\",\"account_id\":\"%s\",\"customer_confirmed\":true}", schemes[k], c[1]);
+    FAM_TRY(s);
+    FAM_TRY(task_add_confirm(t, "the annual premium", s, "premium_debited", err));
+  }
+  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  fam_finish(t, tier == 0 ? TASK_CHECK_SEQ | TASK_CHECK_COMM : TASK_CHECK_SEQ | TASK_CHECK_DB);
+  return 0;
+}
+
+// slice: TASK_SLICE_DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+FAMILY(fam_scheme_graded, scheme_graded, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_GRADED, "easy,medium,hard",
+       "graded: PMSBY eligibility; PMSBY enrolment; KYC and both PMSBY and PMJJBY")

@@ -238,3 +238,55 @@ FAMILY(fam_claim_outside_period, claim_outside_period, TASK_KIND_EDGE, TASK_SLIC
 FAMILY(fam_claim_file, claim_file, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "list policies, file a claim, read its status")
 FAMILY(fam_claim_lapsed_policy, claim_lapsed_policy, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "claim on a lapsed policy: refuse")
 FAMILY(fam_claim_escalate, claim_escalate, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "stuck claim: status, hand-off to a human (TRANSFER)")
+
+// ==== second round (the deep slice) ===========================================
+// ---- claim_over_cover (edge, 2 steps): more than the sum assured is refused ------------
+static int gen_claim_over_cover(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "claim_over_cover", seed);
+  char c[6][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_POLICY, 6, c, err));
+  char amount[32];
+  snprintf(amount, sizeof amount, "%lld", (long long)(atoll(c[3]) / 100 + task_gen_range(&rng, 1, 50) * 10000));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I want to claim Rs %s on my %s policy for %s.",
+                 "Meri %2$s policy pe Rs %1$s ka claim karna hai, %3$s hua.", "claim %s. %s policy. %s", amount, c[2],
+                 incident_text(c[2])));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "claim_amount", amount, "how much", "amount", NULL));
+  FAM_TRY(fam_gold(t, err, "list_insurance_policies", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not file a claim above the sum assured.", TASK_RULE_NOT_CALLED,
+                   "file_insurance_claim", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
+  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB);
+  return 0;
+}
+
+// ---- policy_renewal_comm (happy, communication, 2 steps): premium and end date said ----
+static int gen_policy_renewal_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "policy_renewal_comm", seed);
+  char c[3][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT customer_id, policy_id, policy_type FROM insurance_policies WHERE customer_id IN (SELECT"
+                 " customer_id FROM insurance_policies GROUP BY customer_id HAVING count(*) = 1) ORDER BY policy_id",
+                 3, c, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "When does my %s policy end, and what is its yearly premium?",
+                 "Meri %s policy kab khatam hogi aur saal ka premium kitna hai?", "%s policy end date + premium?",
+                 c[2]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fam_gold(t, err, "list_insurance_policies", "", 0, "{}");
+  FAM_TRY(s);
+  FAM_TRY(task_add_communicate(t, "policy end date", s, "policies.0.end_date", err));
+  FAM_TRY(task_add_communicate(t, "annual premium", s, "policies.0.annual_premium", err));
+  FAM_TRY(fam_variant(t, err, c[2]));
+  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM);
+  return 0;
+}
+
+// slice: TASK_SLICE_DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+FAMILY(fam_claim_over_cover, claim_over_cover, TASK_KIND_EDGE, TASK_SLICE_DEEP, 0, "health,life,motor,home",
+       "claim above the sum assured: policies read, refuse")
+FAMILY(fam_policy_renewal_comm, policy_renewal_comm, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_COMMUNICATION,
+       "health,life,motor,home", "policy end date and annual premium said")
