@@ -139,6 +139,8 @@ static const ConfigField eval_fields[] = {
 // DPO (dpo/, docs/dpo.md): read when train.objective = dpo.
 static const ConfigField dpo_fields[] = {
     {"dpo", "beta", CONFIG_FLOAT, "0.1", "DPO temperature beta (> 0)"},
+    {"dpo", "rpo_alpha", CONFIG_FLOAT, "0", "TRL's rpo_alpha: adds this times the chosen side's token-mean NLL "
+     "to the loss (0: off)"},
     {"dpo", "loss", CONFIG_STRING, "sigmoid", "sigmoid, ipo or hinge (TRL's loss_type)"},
     {"dpo", "reference", CONFIG_STRING, "precomputed", "precomputed (ref_logp_* in the datasets, computed by fimi train "
      "when missing) or model (a frozen copy of train.init in memory)"},

@@ -107,6 +107,7 @@ static int read_dpo(const Config *c, TrainSetup *t, FimiError *err) {
   int64_t window = 0;
   if (!(loss = config_get_string(c, "dpo", "loss", err)) || !(reference = config_get_string(c, "dpo", "reference", err)) ||
       config_get_float(c, "dpo", "beta", &t->dpo.beta, err) ||
+      config_get_float(c, "dpo", "rpo_alpha", &t->dpo.rpo_alpha, err) ||
       config_get_float(c, "dpo", "monitor_margin", &t->monitor.threshold, err) ||
       config_get_int(c, "dpo", "monitor_window", &window, err))
     return -1;

@@ -24,6 +24,7 @@ const char *dpo_loss_type_name(DpoLossType type) { return type >= 0 && type < 3 
 void dpo_config_default(DpoConfig *config) {
   config->loss_type = DPO_LOSS_SIGMOID;
   config->beta = 0.1;
+  config->rpo_alpha = 0.0;
 }
 
 int dpo_config_validate(const DpoConfig *config, FimiError *err) {
@@ -31,6 +32,8 @@ int dpo_config_validate(const DpoConfig *config, FimiError *err) {
     return fimi_fail(err, "dpo.loss_type: unknown value %d", (int)config->loss_type);
   if (!isfinite(config->beta) || !(config->beta > 0))
     return fimi_fail(err, "dpo.beta must be finite and > 0, got %g", config->beta);
+  if (!isfinite(config->rpo_alpha) || config->rpo_alpha < 0)
+    return fimi_fail(err, "dpo.rpo_alpha must be finite and >= 0, got %g", config->rpo_alpha);
   return 0;
 }
 
@@ -95,6 +98,16 @@ int dpo_pair_loss(const DpoConfig *config, const DpoPair *pair, DpoPairResult *o
   }
   out->reward_chosen = beta * chosen_logratio;
   out->reward_rejected = beta * rejected_logratio;
+  // RPO (TRL's rpo_alpha): + alpha * NLL of the chosen tokens, token-mean
+  // over the micro-batch; this pair's share is nll_weight * -policy_chosen.
+  out->nll = 0;
+  if (config->rpo_alpha > 0) {
+    if (!isfinite(pair->nll_weight) || pair->nll_weight < 0)
+      return fimi_fail(err, "dpo pair: nll_weight is %g", pair->nll_weight);
+    out->nll = -pair->nll_weight * pair->policy_chosen;
+    out->loss += config->rpo_alpha * out->nll;
+    out->dpolicy_chosen -= config->rpo_alpha * pair->nll_weight;
+  }
   return 0;
 }
 
@@ -109,6 +122,7 @@ void dpo_sums_add(DpoSums *sums, const DpoPair *pair, const DpoPairResult *r) {
   sums->v[DPO_SUM_LOGP_CHOSEN] += pair->policy_chosen;
   sums->v[DPO_SUM_LOGP_REJECTED] += pair->policy_rejected;
   sums->v[DPO_SUM_PAIRS] += 1.0;
+  sums->v[DPO_SUM_NLL] += r->nll;
 }
 
 int dpo_batch_loss(const DpoConfig *config, const DpoPair *pairs, int count, double grad_scale, double *dchosen,
@@ -141,6 +155,7 @@ int dpo_metrics_from_sums(const DpoSums *sums, DpoMetrics *out, FimiError *err) 
   out->rewards_accuracies = sums->v[DPO_SUM_ACCURACY] / n;
   out->logps_chosen = sums->v[DPO_SUM_LOGP_CHOSEN] / n;
   out->logps_rejected = sums->v[DPO_SUM_LOGP_REJECTED] / n;
+  out->nll_loss = sums->v[DPO_SUM_NLL] / n;
   out->pairs = (long)n;
   return 0;
 }

@@ -1,7 +1,8 @@
 // dpo/loss.h: the DPO losses on summed response log-probs, their gradients
 // and the per-step metrics, as TRL's DPOTrainer defines them
 // (trl/trainer/dpo_trainer.py, _compute_loss; formulas in docs/dpo.md).
-// Defines DpoLossType (sigmoid, ipo, hinge), DpoPair (one pair's four summed
+// Defines DpoLossType (sigmoid, ipo, hinge), DpoConfig (beta, and TRL's
+// rpo_alpha: an NLL term on the chosen responses), DpoPair (one pair's four summed
 // log-probs and response lengths), dpo_pair_loss (loss, d loss / d the policy
 // sums, rewards), DpoSums (additive per-step sums that ranks all-reduce),
 // DpoMetrics (the logged means) and DpoBaseline (the change since step 0).
@@ -27,7 +28,9 @@ const char *dpo_loss_type_name(DpoLossType type);
 
 typedef struct DpoConfig {
   DpoLossType loss_type;
-  double beta;  // > 0; default 0.1
+  double beta;       // > 0; default 0.1
+  double rpo_alpha;  // >= 0; default 0 (off). TRL's rpo_alpha: every pair's loss gains
+                     // rpo_alpha * the micro-batch's mean NLL over its chosen tokens
 } DpoConfig;
 
 void dpo_config_default(DpoConfig *config);
@@ -39,6 +42,10 @@ typedef struct DpoPair {
   double policy_chosen, policy_rejected;
   double ref_chosen, ref_rejected;
   long chosen_tokens, rejected_tokens;  // response lengths (IPO's normalisation; TRL clamps at >= 1)
+  // The RPO term's weight of this pair's chosen log-prob: pairs / chosen
+  // tokens of its whole micro-batch (so the pairs' mean of the term is the
+  // micro-batch's token-mean NLL, as TRL computes it). Unused when rpo_alpha = 0.
+  double nll_weight;
 } DpoPair;
 
 typedef struct DpoPairResult {
@@ -47,6 +54,7 @@ typedef struct DpoPairResult {
   double dpolicy_rejected;  // d loss / d policy_rejected
   double reward_chosen;     // beta * (policy_chosen - ref_chosen)
   double reward_rejected;   // beta * (policy_rejected - ref_rejected)
+  double nll;               // -nll_weight * policy_chosen (0 when rpo_alpha = 0); loss includes rpo_alpha * nll
 } DpoPairResult;
 
 // One pair's loss and gradient. Numerically stable for any finite margin
@@ -66,6 +74,7 @@ enum {
   DPO_SUM_LOGP_CHOSEN,
   DPO_SUM_LOGP_REJECTED,
   DPO_SUM_PAIRS,
+  DPO_SUM_NLL,  // the RPO term before rpo_alpha
   DPO_SUM_COUNT
 };
 typedef struct DpoSums {
@@ -93,6 +102,7 @@ typedef struct DpoMetrics {
   double rewards_accuracies;  // rewards/accuracies
   double logps_chosen;        // logps/chosen
   double logps_rejected;      // logps/rejected
+  double nll_loss;            // nll_loss (the chosen side's token-mean NLL; 0 without rpo_alpha)
   double chosen_change;       // rewards/chosen - its step-0 value
   double rejected_change;     // rewards/rejected - its step-0 value
   long pairs;

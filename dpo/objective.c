@@ -156,10 +156,18 @@ static int reference_sums(DpoObjective *d, const Dataset *ds, const int64_t *row
   return 0;
 }
 
+// The RPO weight of every pair of a built micro-batch: pairs / chosen tokens.
+static double micro_batch_nll_weight(const DpoBatch *b) {
+  long chosen = 0;
+  for (int i = 0; i < b->pairs; i++) chosen += b->lengths[2 * i];
+  return (double)b->pairs / (double)(chosen > 0 ? chosen : 1);
+}
+
 // Builds the batch, fills the reference sums, runs the policy forward and
-// fills the policy sums of d->pairs.
+// fills the policy sums of d->pairs. nll_weight < 0: the RPO weight of these
+// rows alone; else the whole micro-batch's (a rank's unit is a part of it).
 static int forward_pairs(DpoObjective *d, GemmaModel *model, const Dataset *ds, const int64_t *rows, int64_t count,
-                         FimiError *err) {
+                         double nll_weight, FimiError *err) {
   DpoBatch *b = &d->batch;
   if (dpo_batch_build(b, ds, rows, count, d->pad_id, d->max_len, err) != 0) return -1;
   if (grow_pairs(d, (size_t)count, err) != 0) return -1;
@@ -168,12 +176,14 @@ static int forward_pairs(DpoObjective *d, GemmaModel *model, const Dataset *ds, 
                   : gemma_forward(model, b->tokens, b->targets, b->B, b->T, b->logprobs, err);
   if (rc != 0) return -1;
   dpo_batch_sums(b);
+  if (nll_weight < 0) nll_weight = micro_batch_nll_weight(b);
   for (int i = 0; i < b->pairs; i++) {
     DpoPair *p = &d->pairs[i];
     p->policy_chosen = b->sums[2 * i];
     p->policy_rejected = b->sums[2 * i + 1];
     p->chosen_tokens = b->lengths[2 * i];
     p->rejected_tokens = b->lengths[2 * i + 1];
+    p->nll_weight = nll_weight;
   }
   return 0;
 }
@@ -198,7 +208,7 @@ static void fill_dlogprobs(DpoObjective *d) {
 // log-prob (their gradients are zeroed, and the caller reports a NaN loss so
 // that the step is skipped).
 static int run_units(DpoObjective *d, const Dataset *ds, const int64_t *rows, int64_t count, int backward,
-                     double scale, DpoSums *sums, double *bad, FimiError *err) {
+                     double scale, double nll_weight, DpoSums *sums, double *bad, FimiError *err) {
   const DpoModelOps *ops = d->ops;
   int64_t k = ops->unit > 0 ? ops->unit : 1, units = (count + k - 1) / k;
   int64_t rounds = (units + ops->world - 1) / ops->world;
@@ -206,7 +216,7 @@ static int run_units(DpoObjective *d, const Dataset *ds, const int64_t *rows, in
     int64_t u = j * ops->world + ops->rank;
     int real = u < units;
     int64_t first = real ? u * k : 0, n = count - first < k ? count - first : k;
-    if (forward_pairs(d, NULL, ds, &rows[first], n, err) != 0)
+    if (forward_pairs(d, NULL, ds, &rows[first], n, nll_weight, err) != 0)
       return fimi_fail_wrap(err, "rank %d, unit %lld", ops->rank, (long long)u);
     DpoSums unit;
     dpo_sums_clear(&unit);
@@ -250,7 +260,8 @@ static int sharded_train_batch(DpoObjective *d, const Dataset *ds, const int64_t
   double bad = 0;
   // TRL's loss is the mean over the pairs: each pair's gradient is scaled by
   // weight / (pairs in the whole micro-batch), as on one process.
-  if (run_units(d, ds, rows, count, 1, weight / (double)count, &sums, &bad, err) != 0) return -1;
+  double nll_weight = micro_batch_nll_weight(&d->batch);
+  if (run_units(d, ds, rows, count, 1, weight / (double)count, nll_weight, &sums, &bad, err) != 0) return -1;
   if (reduce_units(d, &sums, &bad, err) != 0) return -1;
   if (bad > 0 || sums.v[DPO_SUM_PAIRS] <= 0) {
     out->loss = NAN;  // the same on every rank: the loop skips the step
@@ -266,7 +277,10 @@ static int sharded_eval_batch(DpoObjective *d, const Dataset *ds, const int64_t 
   DpoSums sums;
   dpo_sums_clear(&sums);
   double bad = 0;
-  if (run_units(d, ds, rows, count, 0, 1.0, &sums, &bad, err) != 0) return -1;
+  // The whole micro-batch's RPO weight (every rank holds the same rows).
+  if (dpo_batch_build(&d->batch, ds, rows, count, d->pad_id, d->max_len, err) != 0) return -1;
+  double nll_weight = micro_batch_nll_weight(&d->batch);
+  if (run_units(d, ds, rows, count, 0, 1.0, nll_weight, &sums, &bad, err) != 0) return -1;
   if (reduce_units(d, &sums, &bad, err) != 0) return -1;
   if (bad > 0) return fimi_fail(err, "DPO evaluation: %.0f pairs had a non-finite log-prob", bad);
   for (int k = 0; k < DPO_SUM_COUNT; k++) d->eval_sums.v[k] += sums.v[k];
@@ -283,7 +297,7 @@ static int dpo_train_batch(void *ctx, GemmaModel *model, const Dataset *ds, cons
   DpoBatch *b = &d->batch;
   memset(out, 0, sizeof *out);
   if (d->ops) return sharded_train_batch(d, ds, rows, count, weight, out, err);
-  if (forward_pairs(d, model, ds, rows, count, err) != 0) return -1;
+  if (forward_pairs(d, model, ds, rows, count, -1.0, err) != 0) return -1;
   out->tokens = b->tokens_real;
   out->loss_tokens = b->loss_tokens;
   // TRL's loss is the mean over the pairs; the loop's weight is 1/grad_accum.
@@ -308,7 +322,7 @@ static int dpo_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, const
                           double *loss_sum, double *count_out, FimiError *err) {
   DpoObjective *d = ctx;
   if (d->ops) return sharded_eval_batch(d, ds, rows, count, loss_sum, count_out, err);
-  if (forward_pairs(d, model, ds, rows, count, err) != 0) return -1;
+  if (forward_pairs(d, model, ds, rows, count, -1.0, err) != 0) return -1;
   DpoSums sums;
   dpo_sums_clear(&sums);
   if (dpo_batch_loss(&d->config, d->pairs, d->batch.pairs, 1.0, d->dchosen, d->drejected, &sums, err) != 0)
@@ -321,7 +335,7 @@ static int dpo_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, const
 
 // ---- metrics ----------------------------------------------------------------------
 
-static void add_metrics(cJSON *line, const char *prefix, const DpoMetrics *m, int changes) {
+static void add_metrics(cJSON *line, const char *prefix, const DpoMetrics *m, int changes, int rpo) {
   char key[64];
 #define ADD(name, value)                                   \
   do {                                                     \
@@ -334,6 +348,7 @@ static void add_metrics(cJSON *line, const char *prefix, const DpoMetrics *m, in
   ADD("rewards/accuracies", m->rewards_accuracies);
   ADD("logps/chosen", m->logps_chosen);
   ADD("logps/rejected", m->logps_rejected);
+  if (rpo) ADD("nll_loss", m->nll_loss);
   // The loss itself is the loop's "loss" / "eval_loss" field.
   if (changes) {
     ADD("rewards/chosen_change", m->chosen_change);
@@ -347,7 +362,7 @@ int dpo_objective_step_metrics(void *ctx, int64_t step, struct cJSON *line, Fimi
   if (d->step_sums.v[DPO_SUM_PAIRS] > 0) {
     if (dpo_metrics_from_sums(&d->step_sums, &d->last, err) != 0) return -1;
     dpo_baseline_apply(&d->baseline, &d->last);
-    add_metrics(line, "", &d->last, 1);
+    add_metrics(line, "", &d->last, 1, d->config.rpo_alpha > 0);
     DpoMonitorReport report;
     // Across ranks every rank has the same metrics; rank 0 speaks for them.
     if (dpo_monitor_update(&d->monitor, &d->last, &report) && (!d->ops || d->ops->rank == 0))
@@ -357,7 +372,7 @@ int dpo_objective_step_metrics(void *ctx, int64_t step, struct cJSON *line, Fimi
   if (d->eval_sums.v[DPO_SUM_PAIRS] > 0) {
     if (dpo_metrics_from_sums(&d->eval_sums, &d->last_eval, err) != 0) return -1;
     d->have_eval = 1;
-    add_metrics(line, "eval_", &d->last_eval, 0);
+    add_metrics(line, "eval_", &d->last_eval, 0, d->config.rpo_alpha > 0);
   }
   dpo_sums_clear(&d->eval_sums);
   return 0;

@@ -37,6 +37,7 @@ static DpoPair random_pair(Rng *rng) {
   p.policy_rejected = p.ref_rejected + 8.0 * (rng_uniform_double(rng) - 0.5);
   p.chosen_tokens = 1 + (long)(rng_next_u64(rng) % 30);
   p.rejected_tokens = 1 + (long)(rng_next_u64(rng) % 30);
+  p.nll_weight = 0;
   return p;
 }
 
@@ -93,7 +94,7 @@ static void test_hand_values(void) {
   // chosen log-ratio 2, rejected log-ratio -1, delta 3; lengths 4 and 5.
   DpoPair p = {.policy_chosen = -10, .policy_rejected = -15, .ref_chosen = -12, .ref_rejected = -14,
                .chosen_tokens = 4, .rejected_tokens = 5};
-  DpoConfig cfg = {DPO_LOSS_SIGMOID, 0.1};
+  DpoConfig cfg = {DPO_LOSS_SIGMOID, 0.1, 0.0};
   DpoPairResult r;
   CHECK(dpo_pair_loss(&cfg, &p, &r, &err) == 0, "%s", err.message);
   // log(1 + e^-0.3); derivative -0.1 * sigmoid(-0.3) = -0.1 / (1 + e^0.3).
@@ -158,7 +159,7 @@ static void test_stability(void) {
   double margins[4] = {1e4, -1e4, 1e3, -1e3};
   for (int type = 0; type < 3; type++)
     for (int k = 0; k < 4; k++) {
-      DpoConfig cfg = {(DpoLossType)type, 0.1};
+      DpoConfig cfg = {(DpoLossType)type, 0.1, 0.0};
       // reward margin = beta * delta = margins[k]
       DpoPair p = {.policy_chosen = -20.0 + margins[k] / 0.1, .policy_rejected = -30, .ref_chosen = -20,
                    .ref_rejected = -30, .chosen_tokens = 10, .rejected_tokens = 10};
@@ -181,7 +182,7 @@ static void test_batch_and_metrics(void) {
   FimiError err = {0};
   Rng rng;
   rng_seed(&rng, 21);
-  DpoConfig cfg = {DPO_LOSS_SIGMOID, 0.1};
+  DpoConfig cfg = {DPO_LOSS_SIGMOID, 0.1, 0.0};
   enum { N = 16 };
   DpoPair pairs[N];
   double dc[N], dr[N];
@@ -329,7 +330,7 @@ static double tiny_loss(TinyPair *tp, DpoPairResult *r) {
   double s[2];
   if (row_sums(tp, s) != 0) return NAN;
   DpoPair p = {.policy_chosen = s[0], .policy_rejected = s[1], .ref_chosen = tp->ref[0], .ref_rejected = tp->ref[1],
-               .chosen_tokens = tp->ntok[0], .rejected_tokens = tp->ntok[1]};
+               .chosen_tokens = tp->ntok[0], .rejected_tokens = tp->ntok[1], .nll_weight = 1.0 / tp->ntok[0]};
   if (dpo_pair_loss(&tp->cfg, &p, r, &err) != 0) return NAN;
   return r->loss;
 }
@@ -370,9 +371,11 @@ static void test_tiny_model_gradients(void) {
     float *d = gemma_tensor_data(&model, t);
     for (size_t k = 0; k < t->numel; k++) d[k] += 0.01f * (float)rng_normal(&noise);
   }
-  for (int type = 0; type < 3; type++) {
-    tp.cfg.loss_type = (DpoLossType)type;
+  // Types 0-2, then 3: sigmoid with the RPO term (rpo_alpha 0.5).
+  for (int type = 0; type < 4; type++) {
+    tp.cfg.loss_type = type == 3 ? DPO_LOSS_SIGMOID : (DpoLossType)type;
     tp.cfg.beta = type == DPO_LOSS_IPO ? 0.1 : 1.0;
+    tp.cfg.rpo_alpha = type == 3 ? 0.5 : 0.0;
     DpoPairResult r;
     tiny_loss(&tp, &r);
     if (type == DPO_LOSS_HINGE && r.dpolicy_chosen == 0) {
@@ -413,16 +416,57 @@ static void test_tiny_model_gradients(void) {
       CHECK(e < 1e-2, "%s loss, %s[%zu]: backward %.6g vs central differences %.6g", dpo_loss_type_name(tp.cfg.loss_type),
             names[k], best, grad[best], fd);
     }
-    printf("tiny Gemma, %s loss %.4f (rewards %.3f / %.3f): max rel. error of 4 parameter gradients vs central "
-           "differences %.2e (tol 1e-2)\n", dpo_loss_type_name(tp.cfg.loss_type), r.loss, r.reward_chosen,
+    printf("tiny Gemma, %s%s loss %.4f (rewards %.3f / %.3f): max rel. error of 4 parameter gradients vs central "
+           "differences %.2e (tol 1e-2)\n", dpo_loss_type_name(tp.cfg.loss_type), type == 3 ? " + rpo" : "", r.loss, r.reward_chosen,
            r.reward_rejected, worst);
     gemma_model_zero_grads(&model);
   }
   gemma_model_free(&model);
 }
 
+// TRL's RPO: every pair's loss + rpo_alpha * the micro-batch's token-mean
+// NLL of the chosen responses, -sum(policy_chosen) / sum(chosen_tokens).
+static void test_rpo(void) {
+  FimiError err = {0};
+  Rng rng;
+  rng_seed(&rng, 5);
+  enum { N = 6 };
+  DpoPair pairs[N];
+  double dc[N], dr[N], tokens = 0, logp = 0, plain_loss = 0;
+  DpoConfig plain = {DPO_LOSS_SIGMOID, 0.1, 0.0}, rpo = {DPO_LOSS_SIGMOID, 0.1, 0.7};
+  for (int i = 0; i < N; i++) {
+    pairs[i] = random_pair(&rng);
+    tokens += (double)pairs[i].chosen_tokens;
+    logp += pairs[i].policy_chosen;
+  }
+  for (int i = 0; i < N; i++) {
+    pairs[i].nll_weight = N / tokens;
+    DpoPairResult r;
+    dpo_pair_loss(&plain, &pairs[i], &r, &err);
+    plain_loss += r.loss / N;
+  }
+  double nll = -logp / tokens;  // TRL: cross_entropy over the chosen tokens, mean
+  DpoSums sums;
+  dpo_sums_clear(&sums);
+  CHECK(dpo_batch_loss(&rpo, pairs, N, 1.0 / N, dc, dr, &sums, &err) == 0, "rpo batch: %s", err.message);
+  DpoMetrics m;
+  dpo_metrics_from_sums(&sums, &m, &err);
+  CHECK_CLOSE(m.loss, plain_loss + 0.7 * nll, 1e-12, "rpo loss = mean DPO loss + alpha * token-mean NLL");
+  CHECK_CLOSE(m.nll_loss, nll, 1e-12, "nll_loss metric");
+  // d mean loss / d policy_chosen_i gains -alpha / (chosen tokens of the batch).
+  for (int i = 0; i < N; i++) {
+    DpoPairResult r;
+    dpo_pair_loss(&plain, &pairs[i], &r, &err);
+    CHECK(fabs(dc[i] - (r.dpolicy_chosen / N - 0.7 / tokens)) < 1e-15, "rpo dchosen %d: %.17g", i, dc[i]);
+    CHECK(fabs(dr[i] - r.dpolicy_rejected / N) < 1e-17, "rpo leaves drejected %d", i);
+  }
+  DpoConfig bad = {DPO_LOSS_SIGMOID, 0.1, -1.0};
+  CHECK(dpo_config_validate(&bad, &err) != 0 && strstr(err.message, "rpo_alpha"), "negative rpo_alpha refused");
+}
+
 int main(void) {
   test_vs_reference();
+  test_rpo();
   test_hand_values();
   test_step_zero();
   test_stability();

@@ -202,7 +202,7 @@ static double dpo_loss_grad(const double *policy, const double *ref, const int *
   double loss = 0;
   memset(dlogprobs, 0, (size_t)2 * P * T * sizeof(float));
   for (int i = 0; i < P; i++) {
-    DpoPair pair = {policy[2 * i], policy[2 * i + 1], ref[2 * i], ref[2 * i + 1], T / 2, T / 2};
+    DpoPair pair = {policy[2 * i], policy[2 * i + 1], ref[2 * i], ref[2 * i + 1], T / 2, T / 2, 0.0};
     DpoPairResult res;
     FimiError err = {0};
     if (dpo_pair_loss(&config, &pair, &res, &err) != 0) return NAN;  // a non-finite log-prob
