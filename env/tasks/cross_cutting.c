@@ -434,3 +434,421 @@ FAMILY(fam_positive_pay, positive_pay, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "sav
 FAMILY(fam_cheque_book, cheque_book, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "savings,current", "order a cheque book after confirming the charge")
 FAMILY(fam_request_escalate, request_escalate, TASK_KIND_EDGE, TASK_SLICE_DEEP, 0, "service_request", "unresolved request: status, human (TRANSFER)")
 FAMILY(fam_complaint_request, complaint_request, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "complaint,account,card,other", "register a complaint as a service request")
+
+// ==== second round (the deep slice) ===========================================
+// Chains of up to 8 actions; seq+db checks where a write or a refusal decides
+// the task, seq+comm where a value must reach the customer. Each task records
+// its named variant (fam_variant).
+#define CHECKS_WRITE (TASK_CHECK_SEQ | TASK_CHECK_DB)
+#define CHECKS_COMM (TASK_CHECK_SEQ | TASK_CHECK_COMM)
+// An active card whose account is active with at least Rs 1,000 (for a
+// debit card reissue charge). Columns: customer, card, type, last 4, index
+// of the card in list_cards (ordered by card id).
+#define SQL_CARD_FUNDED(extra)                                                                                 \
+  "SELECT k.customer_id, k.card_id, k.card_type, k.last4, (SELECT count(*) FROM cards z WHERE z.customer_id =" \
+  " k.customer_id AND z.card_id < k.card_id) FROM cards k JOIN accounts a ON a.account_id = k.account_id"     \
+  " WHERE k.status = 'active' AND a.status = 'active' AND a.balance_paise >= 100000 " extra " ORDER BY k.card_id"
+
+static const char *const TIERS[] = {"easy", "medium", "hard"};
+
+// Adds the fixture that puts a card into a blocked state.
+static int card_fixture(Task *t, const char *card, const char *status, const char *reason, FimiError *err) {
+  char sql[512];
+  snprintf(sql, sizeof sql, "UPDATE cards SET status = '%s', block_reason = '%s' WHERE card_id = '%s'", status, reason,
+           card);
+  return task_add_fixture(t, sql, err);
+}
+
+// ---- card_unblock (tools, 3 steps): a temporarily blocked card found again ----------
+static int gen_card_unblock(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "card_unblock", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_CARD_FUNDED(""), 5, c, err));
+  FAM_TRY(card_fixture(t, c[1], "blocked", "temporary", err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I found my %s card ending %s that I had blocked. Please unblock it.",
+                 "Mera %s card %s mil gaya jo block kiya tha. Unblock kar do.", "found %s card %s. unblock", c[2],
+                 c[3]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "unblock_card", "card_id", 0, "{\"card_id\":\"%s\"}", c[1]));
+  FAM_TRY(fam_variant(t, err, c[2]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- hotlisted_unblock (edge, 2 steps): a card reported lost stays hotlisted -----------
+static int gen_hotlisted_unblock(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "hotlisted_unblock", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_CARD_FUNDED(""), 5, c, err));
+  const char *reason = task_gen_range(&rng, 0, 1) ? "lost" : "stolen";
+  FAM_TRY(card_fixture(t, c[1], "hotlisted", reason, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                 "Last week I reported my %s card ending %s as %s, but I found it. Just unblock it, no new card.",
+                 "Pichhle hafte %s card %s %s report kiya tha, ab mil gaya. Bas unblock karo, naya card nahi chahiye.",
+                 "%s card %s was %s, found it. unblock only", c[2], c[3], reason));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not try to unblock a hotlisted card.", TASK_RULE_NOT_CALLED, "unblock_card",
+                   NULL));
+  FAM_TRY(fam_assert(t, err, "The agent orders no replacement the customer declined.", TASK_RULE_NOT_CALLED,
+                   "reissue_card", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- card_limit_over_cap (edge, 2 steps): a debit card limit above its cap -------------
+static int gen_card_limit_over_cap(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "card_limit_over_cap", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_CARD_FUNDED("AND k.card_type = 'debit'"), 5, c, err));
+  static const char *const kinds[][2] = {{"atm", "ATM"}, {"pos", "POS"}, {"online", "online"}};
+  int k = (int)task_gen_range(&rng, 0, 2);
+  char limit[32];
+  snprintf(limit, sizeof limit, "%d", k == 0 ? (int)task_gen_range(&rng, 11, 30) * 10000 : (int)task_gen_range(&rng, 6, 20) * 100000);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Raise the daily %s limit on my debit card %s to Rs %s.",
+                 "Debit card %2$s ki daily %1$s limit Rs %3$s kar do.", "%s limit debit %s -> %s", kinds[k][1], c[3],
+                 limit));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not set a limit above the debit card's cap.", TASK_RULE_NOT_CALLED,
+                   "update_card_limits", NULL));
+  FAM_TRY(fam_variant(t, err, kinds[k][0]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- card_channels_off (happy, 4 steps): two channels switched off ----------------------
+static int gen_card_channels_off(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "card_channels_off", seed);
+  static const char *const pairs[][3] = {{"online", "contactless", "AND k.online_enabled = 1 AND k.contactless_enabled = 1"},
+                                         {"international", "online", "AND k.international_enabled = 1 AND k.online_enabled = 1"},
+                                         {"atm", "pos", "AND k.atm_enabled = 1 AND k.pos_enabled = 1"}};
+  int p = (int)task_gen_range(&rng, 0, 2);
+  char c[5][TASK_GEN_COL_MAX], sql[1024];
+  snprintf(sql, sizeof sql, SQL_CARD_FUNDED("%s"), pairs[p][2]);
+  FAM_TRY(fam_pick(ctx, &rng, sql, 5, c, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "For safety, switch off %s and %s use on my %s card ending %s.",
+                 "Safety ke liye mere %3$s card %4$s pe %1$s aur %2$s band kar do.", "turn off %s + %s. %s card %s",
+                 pairs[p][0], pairs[p][1], c[2], c[3]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  for (int i = 0; i < 2; i++)
+    FAM_TRY(fam_gold(t, err, "set_card_channel_controls", "card_id,channel,enabled", 0,
+                   "{\"card_id\":\"%s\",\"channel\":\"%s\",\"enabled\":false}", c[1], pairs[p][i]));
+  FAM_TRY(fam_variant(t, err, pairs[p][0]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- card_expiry_comm (tools, communication, 2 steps): expiry and network said -------
+static int gen_card_expiry_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "card_expiry_comm", seed);
+  char c[5][TASK_GEN_COL_MAX], path[192];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_CARD_FUNDED(""), 5, c, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "When does my %s card ending %s expire, and which network is it on?",
+                 "Mera %s card %s kab expire hoga, aur kaunsa network hai?", "%s card %s expiry? network?", c[2],
+                 c[3]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fam_gold(t, err, "list_cards", "", 0, "{}");
+  FAM_TRY(s);
+  snprintf(path, sizeof path, "cards.%s.expiry", c[4]);
+  FAM_TRY(task_add_communicate(t, "card expiry", s, path, err));
+  snprintf(path, sizeof path, "cards.%s.network", c[4]);
+  FAM_TRY(task_add_communicate(t, "card network", s, path, err));
+  FAM_TRY(fam_variant(t, err, c[2]));
+  fam_finish(t, CHECKS_COMM);
+  return 0;
+}
+
+// ---- cheque_stop_cleared (edge, 2 steps): a cleared cheque cannot be stopped -----------
+static int gen_cheque_stop_cleared(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "cheque_stop_cleared", seed);
+  char c[5][TASK_GEN_COL_MAX], sql[512];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT a.customer_id, q.account_id, q.cheque_number, q.payee, a.account_type FROM cheques q"
+                 " JOIN accounts a ON a.account_id = q.account_id WHERE q.status = 'issued' AND a.status = 'active'"
+                 " ORDER BY q.account_id, q.cheque_number",
+                 5, c, err));
+  // The story: the cheque was presented and paid yesterday.
+  snprintf(sql, sizeof sql, "UPDATE cheques SET status = 'cleared' WHERE account_id = '%s' AND cheque_number = %s", c[1],
+           c[2]);
+  FAM_TRY(task_add_fixture(t, sql, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Stop payment of the cheque I gave %s, I changed my mind.",
+                 "%s ko diya cheque rok do, mann badal gaya.", "stop cheque to %s", c[3]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "drawn", NULL));
+  FAM_TRY(fam_field(t, err, "cheque_number", c[2], "cheque no", "number", NULL));
+  FAM_TRY(fam_gold(t, err, "get_cheque_status", "account_id,cheque_number", 0,
+                 "{\"account_id\":\"%s\",\"cheque_number\":%s}", c[1], c[2]));
+  FAM_TRY(fam_assert(t, err, "The agent does not stop a cheque that has cleared.", TASK_RULE_NOT_CALLED,
+                   "stop_cheque_payment", NULL));
+  FAM_TRY(fam_variant(t, err, c[4]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- positive_pay_below_min (edge, 2 steps): positive pay starts at Rs 50,000 ----------
+static int gen_positive_pay_below_min(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "positive_pay_below_min", seed);
+  char c[4][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT a.customer_id, q.account_id, q.cheque_number, a.account_type FROM cheques q JOIN accounts a"
+                 " ON a.account_id = q.account_id WHERE q.status = 'unused' AND a.status = 'active'"
+                 " ORDER BY q.account_id, q.cheque_number",
+                 4, c, err));
+  char amount[32];
+  snprintf(amount, sizeof amount, "%d", (int)task_gen_range(&rng, 2, 49) * 1000);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Register my cheque of Rs %s under positive pay, please.",
+                 "Rs %s ka cheque positive pay mein daal do.", "positive pay cheque %s", amount));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_field(t, err, "account_number", c[1], "account", "drawn", NULL));
+  FAM_TRY(fam_field(t, err, "cheque_number", c[2], "cheque no", "number", NULL));
+  FAM_TRY(fam_gold(t, err, "get_cheque_status", "account_id,cheque_number", 0,
+                 "{\"account_id\":\"%s\",\"cheque_number\":%s}", c[1], c[2]));
+  FAM_TRY(fam_assert(t, err, "The agent does not register a cheque below the positive pay minimum.",
+                   TASK_RULE_NOT_CALLED, "submit_positive_pay", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// Appends the reissue step: a debit card pays Rs 200 + GST (confirmed), a
+// credit card is free.
+static int add_reissue(Task *t, const char *card, const char *type, FimiError *err) {
+  int debit = strcmp(type, "debit") == 0;
+  int s = debit ? fam_gold(t, err, "reissue_card", "card_id", 1, "{\"card_id\":\"%s\",\"customer_confirmed\":true}", card)
+                : fam_gold(t, err, "reissue_card", "card_id", 0, "{\"card_id\":\"%s\"}", card);
+  if (s >= 0 && debit && task_add_confirm(t, "the debit card reissue charge of Rs 200 plus GST", -1, NULL, err) != 0)
+    return -1;
+  return s;
+}
+
+// ---- card_lost_replace (seq, 5 steps): lost or stolen card: block, reissue, list ------
+static int gen_card_lost_replace(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "card_lost_replace", seed);
+  char c[5][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_CARD_FUNDED(""), 5, c, err));
+  const char *reason = task_gen_range(&rng, 0, 1) ? "lost" : "stolen";
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "My %s card ending %s was %s. Block it, send a replacement and confirm.",
+                 "Mera %s card %s %s ho gaya. Block karke naya bhejo aur confirm karo.", "%s card %s %s. block + new",
+                 c[2], c[3], reason));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "block_card", "card_id,reason", 0, "{\"card_id\":\"%s\",\"reason\":\"%s\"}", c[1], reason));
+  FAM_TRY(add_reissue(t, c[1], c[2], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent blocks the card before reissuing it.", TASK_RULE_CALLED_BEFORE, "block_card",
+                   "reissue_card", NULL));
+  FAM_TRY(fam_variant(t, err, reason));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- fraud_full_recovery (seq, 8 steps): block, find, dispute, status, reissue, list ----
+static int gen_fraud_full_recovery(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "fraud_full_recovery", seed);
+  char c[7][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT k.customer_id, k.card_id, k.card_type, k.last4, x.account_id, x.txn_id, x.amount_paise"
+                 " FROM cards k JOIN transactions x ON x.account_id = k.account_id JOIN accounts a ON a.account_id ="
+                 " k.account_id WHERE k.status = 'active' AND a.status = 'active' AND a.balance_paise >= 100000"
+                 " AND x.direction = 'debit' AND NOT EXISTS (SELECT 1 FROM disputes d WHERE d.txn_id = x.txn_id)"
+                 " AND (SELECT count(*) FROM transactions y WHERE y.account_id = x.account_id AND (y.txn_date >"
+                 " x.txn_date OR (y.txn_date = x.txn_date AND y.txn_id > x.txn_id))) < 10 ORDER BY k.card_id, x.txn_id",
+                 7, c, err));
+  char amount[32];
+  fam_rupees(atoll(c[6]), amount);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                 "Someone used my %s card ending %s: a debit of Rs %s is not mine. Block it, dispute it, and send a new "
+                 "card.",
+                 "Mere %s card %s se Rs %s ka debit hua jo maine nahi kiya. Block, dispute aur naya card, sab kar do.",
+                 "fraud. %s card %s. rs %s not me. block dispute new card", c[2], c[3], amount));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  FAM_TRY(fam_gold(t, err, "block_card", "card_id,reason", 0, "{\"card_id\":\"%s\",\"reason\":\"suspected_fraud\"}",
+                 c[1]));
+  FAM_TRY(fam_gold(t, err, "get_transactions", "account_id", 0, "{\"account_id\":\"%s\",\"limit\":10}", c[4]));
+  int s = fam_gold(t, err, "raise_dispute", "transaction_id,reason", 0,
+                  "{\"transaction_id\":\"%s\",\"reason\":\"unauthorised\",\"description\":"
+                  "\"Debit of Rs %s not made by the customer; card suspected misused\"}",
+                  c[5], amount);
+  FAM_TRY(s);
+  char id[TASK_GEN_COL_MAX];
+  FAM_TRY(fam_replay_text(ctx, t, s, "dispute_id", id, sizeof id, err));
+  FAM_TRY(fam_gold(t, err, "get_dispute_status", "dispute_id", 0, "{\"dispute_id\":\"%s\"}", id));
+  FAM_TRY(add_reissue(t, c[1], c[2], err));
+  FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent blocks the card before disputing.", TASK_RULE_CALLED_BEFORE, "block_card",
+                   "raise_dispute", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- mandate_graded (seq, graded, 2/3/5 steps): list; revoke; revoke, check, balance ----
+static int gen_mandate_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "mandate_graded", seed);
+  char c[5][TASK_GEN_COL_MAX], path[192];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT m.customer_id, m.mandate_id, m.merchant, m.account_id, (SELECT count(*) FROM mandates z"
+                 " WHERE z.customer_id = m.customer_id AND z.mandate_id < m.mandate_id) FROM mandates m"
+                 " JOIN accounts a ON a.account_id = m.account_id WHERE m.status = 'active' AND a.status = 'active'"
+                 " ORDER BY m.mandate_id",
+                 5, c, err));
+  int tier = (int)task_gen_range(&rng, 0, 2);
+  fam_style(t, &rng);
+  static const char *const en[] = {"What is the maximum my %s autopay can debit?", "Stop my %s autopay, please.",
+                                   "Cancel the %s autopay, show me it is revoked, and tell me my balance."};
+  static const char *const hi[] = {"%s autopay maximum kitna kaat sakta hai?", "%s ka autopay band kar do.",
+                                   "%s autopay cancel karo, revoke hua dikhao, aur balance batao."};
+  static const char *const fr[] = {"%s autopay max amount?", "stop %s autopay", "cancel %s autopay. show revoked. balance"};
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, en[tier], hi[tier], fr[tier], c[2]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fam_gold(t, err, "list_mandates", "", 0, "{}");
+  FAM_TRY(s);
+  if (tier == 0) {
+    snprintf(path, sizeof path, "mandates.%s.max_amount", c[4]);
+    FAM_TRY(task_add_communicate(t, "mandate maximum", s, path, err));
+  } else {
+    FAM_TRY(fam_gold(t, err, "revoke_mandate", "mandate_id", 0, "{\"mandate_id\":\"%s\"}", c[1]));
+  }
+  if (tier == 2) {
+    FAM_TRY(fam_gold(t, err, "list_mandates", "", 0, "{}"));
+    FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[3]));
+  }
+  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  fam_finish(t, tier == 0 ? CHECKS_COMM : CHECKS_WRITE);
+  return 0;
+}
+
+// ---- card_graded (tools, graded, 2/3/5 steps): status; temporary block; lost and replaced ----
+static int gen_card_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "card_graded", seed);
+  char c[5][TASK_GEN_COL_MAX], path[192];
+  FAM_TRY(fam_pick(ctx, &rng, SQL_CARD_FUNDED(""), 5, c, err));
+  int tier = (int)task_gen_range(&rng, 0, 2);
+  fam_style(t, &rng);
+  static const char *const en[] = {"Is my %s card ending %s active?", "Block my %s card ending %s for now, I misplaced it.",
+                                   "I lost my %s card ending %s. Block it, replace it and confirm the new one."};
+  static const char *const hi[] = {"Mera %s card %s active hai kya?", "Mera %s card %s abhi ke liye block kar do.",
+                                   "Mera %s card %s kho gaya. Block karo, naya bhejo aur confirm karo."};
+  static const char *const fr[] = {"%s card %s active?", "temp block %s card %s", "lost %s card %s. block + replace"};
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, en[tier], hi[tier], fr[tier], c[2], c[3]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fam_gold(t, err, "list_cards", "", 0, "{}");
+  FAM_TRY(s);
+  if (tier == 0) {
+    snprintf(path, sizeof path, "cards.%s.status", c[4]);
+    FAM_TRY(task_add_communicate(t, "card status", s, path, err));
+  } else {
+    FAM_TRY(fam_gold(t, err, "block_card", "card_id,reason", 0, "{\"card_id\":\"%s\",\"reason\":\"%s\"}", c[1],
+                   tier == 1 ? "temporary" : "lost"));
+  }
+  if (tier == 2) {
+    FAM_TRY(add_reissue(t, c[1], c[2], err));
+    FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
+  }
+  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  fam_finish(t, tier == 0 ? CHECKS_COMM : CHECKS_WRITE);
+  return 0;
+}
+
+// ---- nominee_handoff (edge, TRANSFER, 1 step): a nominee reports a death -----------------
+static int gen_nominee_handoff(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "nominee_handoff", seed);
+  char c[3][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT a.account_id, a.account_type, c.name FROM accounts a JOIN customers c ON c.customer_id ="
+                 " a.customer_id WHERE a.status = 'active' ORDER BY a.account_id",
+                 3, c, err));
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
+                 "My father %s passed away last month. I am the nominee on his account %s. What do I do?",
+                 "Mere papa %s pichhle mahine guzar gaye. Main unke account %s ka nominee hoon. Ab kya karna hai?",
+                 "father %s expired. nominee of acct %s. claim?", c[2], c[1]));
+  FAM_TRY(fam_gold(t, err, "transfer_to_human_agent", "", 0,
+                 "{\"reason\":\"Nominee reports the death of the holder of account %s; deceased claim\"}", c[0]));
+  FAM_TRY(fam_assert(t, err, "The agent hands the nominee to a human.", TASK_RULE_END_IS, "transfer", NULL));
+  FAM_TRY(fam_assert(t, err, "The agent does not verify the caller as the account holder.", TASK_RULE_NOT_CALLED,
+                   "verify_customer", NULL));
+  t->expected_end = TASK_END_TRANSFER;
+  FAM_TRY(fam_variant(t, err, c[1]));
+  fam_finish(t, CHECKS_WRITE);
+  return 0;
+}
+
+// ---- transfer_limits_comm (tools, communication, 2 steps): one limit said -------------
+static int gen_transfer_limits_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+  Rng rng;
+  fam_rng(&rng, "transfer_limits_comm", seed);
+  char c[1][TASK_GEN_COL_MAX];
+  FAM_TRY(fam_pick(ctx, &rng, "SELECT customer_id FROM customers ORDER BY customer_id", 1, c, err));
+  static const char *const asks[][3] = {{"upi", "How much can I still send by UPI today?", "upi_remaining_today"},
+                                        {"imps", "What is the most I can send in one IMPS transfer?",
+                                         "imps_per_transaction_limit"},
+                                        {"rtgs", "What is the smallest amount RTGS accepts?", "rtgs_minimum"},
+                                        {"cooling", "How much can I send to a payee I add today?",
+                                         "new_beneficiary_first_24h_limit"}};
+  int k = (int)task_gen_range(&rng, 0, 3);
+  fam_style(t, &rng);
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "%s", "Limit ka sawaal hai: %s", "limit q: %s", asks[k][1]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  int s = fam_gold(t, err, "get_transfer_limits", "", 0, "{}");
+  FAM_TRY(s);
+  FAM_TRY(task_add_communicate(t, "the limit asked about", s, asks[k][2], err));
+  FAM_TRY(fam_variant(t, err, asks[k][0]));
+  fam_finish(t, CHECKS_COMM);
+  return 0;
+}
+
+// slice: TASK_SLICE_DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+#define DEEP_FAMILY(var, name, kind, flags, variants, summary) \
+  FAMILY(var, name, kind, TASK_SLICE_DEEP, flags, variants, summary)
+DEEP_FAMILY(fam_card_unblock, card_unblock, TASK_KIND_TOOLS, 0, "debit,credit", "temporarily blocked card unblocked")
+DEEP_FAMILY(fam_hotlisted_unblock, hotlisted_unblock, TASK_KIND_EDGE, 0, "debit,credit",
+            "unblock of a hotlisted card: cards read, refuse")
+DEEP_FAMILY(fam_card_limit_over_cap, card_limit_over_cap, TASK_KIND_EDGE, 0, "atm,pos,online",
+            "debit card limit above its cap: cards read, refuse")
+DEEP_FAMILY(fam_card_channels_off, card_channels_off, TASK_KIND_HAPPY, 0, "online,international,atm",
+            "two card channels switched off")
+DEEP_FAMILY(fam_card_expiry_comm, card_expiry_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION, "debit,credit",
+            "card expiry and network said")
+DEEP_FAMILY(fam_cheque_stop_cleared, cheque_stop_cleared, TASK_KIND_EDGE, 0, "savings,current",
+            "stop payment of a cleared cheque: status read, refuse")
+DEEP_FAMILY(fam_positive_pay_below_min, positive_pay_below_min, TASK_KIND_EDGE, 0, "savings,current",
+            "positive pay below Rs 50,000: cheque read, refuse")
+DEEP_FAMILY(fam_card_lost_replace, card_lost_replace, TASK_KIND_SEQ, 0, "lost,stolen",
+            "5 steps: cards, block, reissue, cards")
+DEEP_FAMILY(fam_fraud_full_recovery, fraud_full_recovery, TASK_KIND_SEQ, 0, "debit,credit",
+            "8 steps: cards, block, statement, dispute, status, reissue, cards")
+DEEP_FAMILY(fam_mandate_graded, mandate_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED, "easy,medium,hard",
+            "graded: mandate maximum; revoke; revoke, check and balance")
+DEEP_FAMILY(fam_card_graded, card_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED, "easy,medium,hard",
+            "graded: card status; temporary block; lost card replaced")
+DEEP_FAMILY(fam_nominee_handoff, nominee_handoff, TASK_KIND_EDGE, 0, "savings,current",
+            "nominee reports a death: no verification, hand-off (TRANSFER)")
+DEEP_FAMILY(fam_transfer_limits_comm, transfer_limits_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION,
+            "upi,imps,rtgs,cooling", "one transfer limit said")

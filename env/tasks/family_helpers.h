@@ -125,7 +125,11 @@ void fam_rupees_tool(int64_t paise, char out[32]);
   X(fam_fd_days_booking) X(fam_senior_fd_booking) X(fam_fd_insufficient_funds) X(fam_deposit_kyc_expired) \
   X(fam_home_loan_apply) X(fam_gold_loan_graded) X(fam_loan_over_income) X(fam_prepay_too_early) \
   X(fam_rd_fd_planner) X(fam_fd_rate_comm) X(fam_foreclose_short_funds) \
-  X(fam_claim_over_cover) X(fam_policy_renewal_comm) X(fam_scheme_graded)
+  X(fam_claim_over_cover) X(fam_policy_renewal_comm) X(fam_scheme_graded) \
+  X(fam_card_unblock) X(fam_hotlisted_unblock) X(fam_card_limit_over_cap) X(fam_card_channels_off) \
+  X(fam_card_expiry_comm) X(fam_cheque_stop_cleared) X(fam_positive_pay_below_min) X(fam_card_lost_replace) \
+  X(fam_fraud_full_recovery) X(fam_mandate_graded) X(fam_card_graded) X(fam_nominee_handoff) \
+  X(fam_transfer_limits_comm)
 FAM_FAMILIES(FAM_FAMILY)
 #undef FAM_FAMILY
 
