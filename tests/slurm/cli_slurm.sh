@@ -32,6 +32,7 @@ SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 T_START=$SECONDS
 
 skip() { echo "SKIPPED: cli_slurm: $*"; exit 77; }
+PATH="$PATH:/usr/sbin:/sbin"  # the daemons (slurmctld, slurmd, munged) live there
 for cmd in slurmctld slurmd sbatch scontrol squeue scancel srun munged munge mpirun; do
   command -v "$cmd" >/dev/null ||
     skip "$cmd not found: install Slurm and munge (apt-get install slurm-wlm munge; launch/install-deps.sh --python does)"
@@ -81,7 +82,10 @@ dd if=/dev/urandom of="$C/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$
 expect_ok "munged" munged --socket="$C/munge/munge.sock" --key-file="$C/munge.key" --log-file="$C/munged.log" \
   --pid-file="$C/munged.pid" --seed-file="$C/munged.seed"
 NODE="$(hostname -s)"
+# At least the 2 CPUs a job asks for (SlurmdParameters=config_overrides lets
+# slurmd accept more than the machine has).
 CPUS="$(getconf _NPROCESSORS_ONLN)"
+[ "$CPUS" -ge 2 ] || CPUS=2
 CTLD_PORT=$(free_port)
 cat >"$SLURM_CONF" <<EOF
 ClusterName=fimitest

@@ -6,7 +6,8 @@
 # bindings are what the script says. Then the paper's 5 x 8 commands in
 # --dry-run: 40 train ranks with --map-by ppr:8:node:PE=14 on 112-core
 # nodes, the GRPO layout (8 train + 32 env ranks), and an uneven layout that
-# needs the rankfile. Usage: launch_mpirun_test.sh PATH/TO/fimi
+# needs the rankfile. And launch/comm_volume.py's numbers against the same
+# arithmetic done in awk. Usage: launch_mpirun_test.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -66,5 +67,19 @@ expect_true "uneven: rank 11 is node 2's second env rank" grep -qx "rank 11=gpu0
 expect_fail "too few hosts" "5 nodes requested but only 2 hosts given" \
   "$MPI" --hostfile <(printf 'a\nb\n') --dry-run -- fimi train
 expect_fail "no command" "no command" "$MPI" --hostfile "$WORK/hosts5"
+# launch/comm_volume.py (the numbers docs/cluster.md quotes) against the
+# same arithmetic done here: 3 collectives x (n-1)/n x P_g x 2 bytes, and
+# (6 P T + attention) / (0.4 x 989e12) with the attention FLOPs of Gemma 4
+# E4B at 2 x 32768 tokens (7 full layers of head dim 512, 35 sliding of 256,
+# window 512, 8 heads).
+expect_ok "comm_volume.py, the paper's DPO run" "$PY" "$SRC/launch/comm_volume.py"
+gb=$(awk 'BEGIN { printf "%.2f", 3 * 39 / 40 * 7.463013418e9 * 2 / 1e9 }')
+secs=$(awk 'BEGIN { T = 32768; w = 512
+  attn = 4 * 8 * (7 * 512 * T * (T + 1) / 2 + 35 * 256 * (w * (w + 1) / 2 + (T - w) * w))
+  printf "%.2f", (6 * 4.5e9 * 2 * T + 3 * 2 * attn) / (0.4 * 989e12) }')
+expect_true "comm_volume.py: $gb GB per GPU per step" grep -q "= *$gb GB per GPU per step" "$WORK/out"
+expect_true "comm_volume.py: $secs s of compute at 40% MFU" grep -q "TFLOP/s = $secs s" "$WORK/out"
+expect_true "comm_volume.py: it hides at 40 GPUs" grep -q "hides behind compute: yes" "$WORK/out"
+expect_fail "comm_volume.py: a bad value is named" "--mfu must be > 0" "$PY" "$SRC/launch/comm_volume.py" --mfu 0
 [ "$failures" -eq 0 ] || { cat "$WORK/script.out" "$WORK/script.err"; }
 cli_summary
