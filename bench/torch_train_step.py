@@ -1,6 +1,6 @@
 # bench/torch_train_step.py: the PyTorch baseline for bench_train_step.
 # Defines a benchmark that builds the same Gemma architecture with
-# transformers (Gemma3ForCausalLM / Gemma2ForCausalLM from a config.json that
+# transformers (Gemma3ForCausalLM / Gemma2ForCausalLM / Gemma4ForCausalLM from a config.json that
 # `fimi init --preset NAME --out DIR` wrote), eager attention, float32, random
 # weights, and times forward (per-token log-probs: log_softmax + gather) plus
 # backward of their negative mean over B x T random tokens.
@@ -21,7 +21,8 @@ import transformers
 def build_model(model_dir):
     cfg = transformers.AutoConfig.from_pretrained(model_dir)
     cfg._attn_implementation = "eager"
-    cls = {"gemma3_text": transformers.Gemma3ForCausalLM, "gemma2": transformers.Gemma2ForCausalLM}[cfg.model_type]
+    classes = {"gemma3_text": "Gemma3ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma4_text": "Gemma4ForCausalLM"}
+    cls = getattr(transformers, classes[cfg.model_type])
     model = cls(cfg).float().train()
     # Dropout is 0 in Gemma configs; train() only matters for parity of intent.
     return cfg, model

@@ -77,6 +77,8 @@ int cli_model_config(const CliOptions *opts, GemmaConfig *config, FimiError *err
 static void adopt_tokenizer(GemmaConfig *config, const Tokenizer *tok) {
   const TokenizerSpecials *sp = tokenizer_specials(tok);
   config->vocab_size = tokenizer_vocab_size(tok);
+  // Gemma 4's per-layer table has a row per token too (transformers resizes both)
+  if (config->family == GEMMA_FAMILY_GEMMA4) config->vocab_size_per_layer_input = config->vocab_size;
   if (sp->bos >= 0) config->bos_token_id = sp->bos;
   if (sp->pad >= 0) config->pad_token_id = sp->pad;
   if (sp->eos >= 0) config->eos_token_id = sp->eos;

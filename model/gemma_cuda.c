@@ -206,6 +206,8 @@ static int ensure_grad_scratch(GemmaCudaModel *model, FimiError *err) {
 int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err) {
   memset(model, 0, sizeof *model);
   if (gemma_config_validate(cfg, err) != 0) return fimi_fail_wrap(err, "GPU model");
+  if (cfg->family == GEMMA_FAMILY_GEMMA4)
+    return fimi_fail(err, "GPU model: Gemma 4 runs on the CPU backend only so far (--device cpu; docs/gemma4.md)");
   // attention_*_cuda supports these head sizes only (ops_cuda.h).
   if (cfg->head_dim != 64 && cfg->head_dim != 128 && cfg->head_dim != 256)
     return fimi_fail(err, "GPU model: head_dim %d is not supported by the CUDA attention (64, 128 or 256)",

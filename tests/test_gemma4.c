@@ -7,7 +7,8 @@
 // - every trainable tensor's gradient (loss = sum_t w_t * logprob_t) against
 //   central finite differences of the reference, the layer_scalar buffer's
 //   gradient staying 0;
-// - recompute = 1: bitwise the same log-probs and gradients;
+// - recompute = 1 and the fused forward + backward: bitwise the same
+//   log-probs and gradients;
 // - KV-cache prefill + decode against the forward, the kv-shared layers
 //   holding no cache of their own;
 // - config.json: the Hub's gemma4 wrapper (E2B text_config), per_layer_config
@@ -323,6 +324,17 @@ static void check_model(const char *label, const GemmaConfig *cfg) {
   CHECK(memcmp(logprobs, logprobs2, sizeof logprobs) == 0, "%s: recompute changed the log-probs", label);
   CHECK(same_grads(&model, &again), "%s: recompute changed the gradients", label);
   printf("  recompute: bitwise equal\n");
+
+  // The fused forward + backward (SFT's path) gives the same results.
+  GemmaModel fused;
+  CHECK(gemma_model_create(&fused, cfg, &err) == 0 && gemma_model_alloc_grads(&fused, &err) == 0, "%s", err.message);
+  init_test_params(&fused, 1234);
+  float logprobs3[BATCH * SEQ];
+  CHECK(gemma_forward_backward(&fused, tokens, targets, BATCH, SEQ, weights, logprobs3, &err) == 0, "%s", err.message);
+  CHECK(memcmp(logprobs, logprobs3, sizeof logprobs) == 0, "%s: the fused forward+backward changed the log-probs", label);
+  CHECK(same_grads(&model, &fused), "%s: the fused forward+backward changed the gradients", label);
+  printf("  fused forward+backward: bitwise equal\n");
+  gemma_model_free(&fused);
 
   // Prefill 5 tokens of sequence 1, then decode the rest one at a time; the
   // next-token log-probs must match the forward's.
