@@ -5,7 +5,15 @@
 // round trip, and the oracle agent scores reward 1.0 and strict 1.0 with the
 // expected ending, while the do-nothing agent scores below 1. Also checks the
 // coverage the families must have: use cases, kinds, chain lengths 0/1..8, styles,
-// TRANSFER endings, unique names across the registry.
+// TRANSFER endings, unique names across the registry. And the corpus rules
+// of the FiMI paper (section 5.1): 100 families, 50 in the shallow slice
+// (gold chains of at most 6 actions) and 50 in the deep slice (up to 8);
+// every gold action carries reward-relevant arguments; every edge task
+// declares a refusal (a write never called, or a hand-off or out-of-scope
+// ending) that one of its declared checks scores; graded families span
+// several chain lengths and communication families declare the comm check;
+// named variants are unique and, for the families that record them, every
+// task names one of its family's variants and every variant occurs.
 //
 // FIMI_FAMILIES_SEEDS (default 100) sets the seeds per family;
 // FIMI_FAMILIES_ONLY restricts the run to one family (for debugging).
@@ -14,15 +22,85 @@
 #include <string.h>
 
 #include "env/agents.h"
+#include "env/bank/tools.h"
 #include "env/episode.h"
 #include "env/tasks/family.h"
 #include "test_util.h"
 
 #define IMAGE_SEED 1
+#define FAMILIES 100
+#define FIRST_ROUND_RECORDED 62  // families before this index predate Task.variant
 
 typedef struct FamilyStats {
   int generated, oracle_ok, distinct, styles[TASK_STYLE_COUNT], min_gold, max_gold;
+  int with_variant, variant_seen[16], gold_lengths[TASK_SLICE_DEEP_MAX_GOLD + 2];
 } FamilyStats;
+
+// Arguments that carry no reward-relevant value: free text in the
+// customer's or agent's words, and the consent flag (checked separately).
+static int free_argument(const char *tool, const char *arg) {
+  static const char *const free_args[] = {"customer_confirmed", "description", "remarks", "nickname", NULL};
+  for (int i = 0; free_args[i]; i++)
+    if (strcmp(arg, free_args[i]) == 0) return 1;
+  return strcmp(tool, "transfer_to_human_agent") == 0 && strcmp(arg, "reason") == 0;
+}
+
+// The one first-round action without a relevant argument: complaint_request
+// leaves the service request's category to the agent (its generated tasks
+// stay byte-identical, so it keeps the name-only comparison).
+static int legacy_name_only(const char *family, const char *tool) {
+  return strcmp(family, "complaint_request") == 0 && strcmp(tool, "create_service_request") == 0;
+}
+
+// Every gold action compares at least one argument unless all of its
+// arguments are free (or it has none).
+static void check_relevant(const Task *t) {
+  for (int i = 0; i < t->num_gold; i++) {
+    const TaskAction *a = &t->gold[i];
+    int compared = 0;
+    for (const cJSON *arg = a->arguments ? a->arguments->child : NULL; arg; arg = arg->next)
+      compared += !free_argument(a->name, arg->string);
+    CHECK(a->num_relevant > 0 || compared == 0 || legacy_name_only(t->family, a->name),
+          "%s: gold step %d (%s) has arguments but none is reward-relevant", t->id, i, a->name);
+  }
+}
+
+// An edge task refuses: a write it must never call, a value it must never
+// say, or a hand-off or out-of-scope ending; a declared check scores that
+// refusal (the judge, or
+// the db check for a write that stays uncalled or a hand-off in the chain);
+// and a chain that has steps runs a check (a read or the hand-off) first.
+static void check_edge(const Task *t) {
+  int refuses_write = 0, ends_early = 0, withholds = 0;
+  for (int i = 0; i < t->num_assertions; i++) {
+    const TaskAssertion *a = &t->assertions[i];
+    if (a->rule == TASK_RULE_NOT_CALLED && a->num_args == 1) {
+      int k = env_tool_index(a->args[0]);
+      refuses_write += k >= 0 && env_tool_writes(k);
+    }
+    if (a->rule == TASK_RULE_END_IS && a->num_args == 1 && strcmp(a->args[0], "stop") != 0) ends_early = 1;
+    withholds += a->rule == TASK_RULE_MENTIONS_NONE;
+  }
+  int hand_off = 0, reads = 0;
+  for (int i = 0; i < t->num_gold; i++) {
+    int k = env_tool_index(t->gold[i].name);
+    hand_off += strcmp(t->gold[i].name, "transfer_to_human_agent") == 0;
+    reads += k >= 0 && !env_tool_writes(k) && strcmp(t->gold[i].name, "verify_customer") != 0;
+  }
+  CHECK(refuses_write || ends_early || withholds,
+        "%s: edge task without a refusal (not_called on a write, mentions_none, or end_is)", t->id);
+  int scored = (t->checks & TASK_CHECK_JUDGE) || ((t->checks & TASK_CHECK_DB) && (refuses_write || hand_off));
+  CHECK(scored, "%s: no declared check scores the refusal", t->id);
+  CHECK(t->num_gold == 0 || reads > 0 || hand_off > 0, "%s: edge chain runs no check before refusing", t->id);
+}
+
+// The variant a task names, as an index into its family's variants (-1: none).
+static int variant_index(const TaskFamily *f, const Task *t) {
+  char name[160];
+  for (int v = 0; t->variant && task_family_variant(f, v, name, sizeof name) == 0; v++)
+    if (strcmp(name, t->variant) == 0) return v;
+  return -1;
+}
 
 // Number of distinct strings among lines[0..n) (NULL entries skipped).
 static int count_distinct(char **lines, int n) {
@@ -53,6 +131,18 @@ static void check_family(const TaskGenContext *ctx, EnvWorld *world, const TaskF
     CHECK(strcmp(task.family, f->name) == 0 && task.kind == f->kind && task.use_case == f->use_case,
           "%s: family/kind/use case not those of the family", f->name);
     st->styles[task.style]++;
+    if (task.num_gold <= TASK_SLICE_DEEP_MAX_GOLD) st->gold_lengths[task.num_gold]++;
+    check_relevant(&task);
+    if (task.kind == TASK_KIND_EDGE) check_edge(&task);
+    if (f->flags & TASK_FAMILY_COMMUNICATION)
+      CHECK((task.checks & TASK_CHECK_COMM) && task.num_communicate > 0,
+            "%s: a communication task must declare comm and name a value", task.id);
+    if (task.variant) {
+      int v = variant_index(f, &task);
+      CHECK(v >= 0, "%s: variant %s is not one of its family's (%s)", task.id, task.variant, f->variants);
+      st->with_variant++;
+      if (v >= 0 && v < 16) st->variant_seen[v]++;
+    }
     if (task.num_gold < st->min_gold) st->min_gold = task.num_gold;
     if (task.num_gold > st->max_gold) st->max_gold = task.num_gold;
     lines[s] = task_to_json_line(&task, &err);
@@ -129,14 +219,34 @@ int main(void) {
     return 1;
   }
   int count = task_family_count();
-  CHECK(count >= 62, "only %d families in the registry (need >= 62)", count);
+  CHECK(count == FAMILIES, "%d families in the registry (want %d)", count, FAMILIES);
   int use_cases[TASK_USE_COUNT] = {0}, kinds[TASK_KIND_COUNT] = {0}, transfer = 0, min_gold = 1 << 30, max_gold = 0;
+  int slices[TASK_SLICE_COUNT] = {0}, graded = 0, communication = 0, variants = 0;
   int total_generated = 0, total_ok = 0;
   for (int i = 0; i < count; i++) {
     const TaskFamily *f = task_family_at(i);
     CHECK(task_family_find(f->name) == f, "family name %s is not unique in the registry", f->name);
     use_cases[f->use_case]++;
     kinds[f->kind]++;
+    slices[f->slice]++;
+    graded += (f->flags & TASK_FAMILY_GRADED) != 0;
+    communication += (f->flags & TASK_FAMILY_COMMUNICATION) != 0;
+    CHECK(task_family_in_training_sample(f) == !(f->flags & (TASK_FAMILY_GRADED | TASK_FAMILY_COMMUNICATION)),
+          "%s: training-sample membership disagrees with its flags", f->name);
+    int nv = task_family_variant_count(f);
+    CHECK(nv >= 1 && nv <= 16, "%s: %d named variants (want 1..16)", f->name, nv);
+    for (int v = 0; v < nv; v++) {
+      char name[160], other[160];
+      CHECK(task_family_variant(f, v, name, sizeof name) == 0 && strchr(name, '/') && name[0] != '/',
+            "%s: variant %d has no prefix", f->name, v);
+      for (int j = 0; j < i; j++)
+        for (int w = 0; task_family_variant(task_family_at(j), w, other, sizeof other) == 0; w++)
+          CHECK(strcmp(name, other) != 0, "variant %s named twice", name);
+      for (int w = 0; w < v; w++)
+        CHECK(task_family_variant(f, w, other, sizeof other) == 0 && strcmp(name, other) != 0,
+              "variant %s named twice", name);
+    }
+    variants += nv;
     if (only && strcmp(only, f->name) != 0) continue;
     FamilyStats st;
     check_family(&ctx, world, f, seeds, &st);
@@ -149,6 +259,24 @@ int main(void) {
         CHECK(st.styles[k] > 0, "%s: style %s never generated", f->name, task_style_name((TaskStyle)k));
     }
     if (st.generated) {
+      // The slice rule: shallow chains at most 6 actions, deep at most 8.
+      int cap = f->slice == TASK_SLICE_SHALLOW ? TASK_SLICE_SHALLOW_MAX_GOLD : TASK_SLICE_DEEP_MAX_GOLD;
+      CHECK(st.max_gold <= cap, "%s: %s slice but a gold chain of %d actions (max %d)", f->name,
+            f->slice == TASK_SLICE_SHALLOW ? "shallow" : "deep", st.max_gold, cap);
+      // Second-round families record a variant on every task.
+      if (i >= FIRST_ROUND_RECORDED)
+        CHECK(st.with_variant == st.generated, "%s: %d of %d tasks record a variant", f->name, st.with_variant,
+              st.generated);
+      else
+        CHECK(st.with_variant == 0, "%s: a first-round family records variants (its lines would change)", f->name);
+      if (st.with_variant && seeds >= 50)
+        for (int v = 0; v < nv && v < 16; v++)
+          CHECK(st.variant_seen[v] > 0, "%s: variant %d never generated over %d seeds", f->name, v, seeds);
+      int lengths = 0;
+      for (int g = 0; g <= TASK_SLICE_DEEP_MAX_GOLD; g++) lengths += st.gold_lengths[g] > 0;
+      if ((f->flags & TASK_FAMILY_GRADED) && seeds >= 50)
+        CHECK(lengths >= 3, "%s: a graded family spans %d chain lengths (want an easy, a medium, a hard)", f->name,
+              lengths);
       if (st.min_gold < min_gold) min_gold = st.min_gold;
       if (st.max_gold > max_gold) max_gold = st.max_gold;
     }
@@ -157,9 +285,11 @@ int main(void) {
       transfer += probe.expected_end == TASK_END_TRANSFER;
       task_free(&probe);
     }
-    printf("%-24s %-15s %-6s generated %3d oracle 1.0 %3d distinct %3d gold %d..%d\n", f->name,
-           task_use_case_name(f->use_case), task_kind_name(f->kind), st.generated, st.oracle_ok, st.distinct,
-           st.min_gold, st.max_gold);
+    printf("%-24s %-15s %-6s %-7s generated %3d oracle 1.0 %3d distinct %3d gold %d..%d variants %d%s%s\n",
+           f->name, task_use_case_name(f->use_case), task_kind_name(f->kind),
+           f->slice == TASK_SLICE_SHALLOW ? "shallow" : "deep", st.generated, st.oracle_ok, st.distinct, st.min_gold,
+           st.max_gold, nv, f->flags & TASK_FAMILY_GRADED ? " graded" : "",
+           f->flags & TASK_FAMILY_COMMUNICATION ? " communication" : "");
   }
   for (int u = 0; u < TASK_USE_COUNT; u++)
     CHECK(use_cases[u] >= 4, "use case %s has %d families (want >= 4)", task_use_case_name((TaskUseCase)u),
@@ -171,6 +301,14 @@ int main(void) {
     CHECK(min_gold <= 1 && max_gold == 8, "gold chains span %d..%d actions, want 0 or 1..8", min_gold, max_gold);
     CHECK(transfer >= 2, "only %d families end with TRANSFER", transfer);
   }
+  // The two rounds of the corpus, 50 families each; graded and
+  // communication families among the second round.
+  CHECK(slices[TASK_SLICE_SHALLOW] == FAMILIES / 2 && slices[TASK_SLICE_DEEP] == FAMILIES / 2,
+        "slices: %d shallow, %d deep (want %d each)", slices[TASK_SLICE_SHALLOW], slices[TASK_SLICE_DEEP], FAMILIES / 2);
+  CHECK(graded >= 5 && communication >= 5, "%d graded and %d communication families (want >= 5 each)", graded,
+        communication);
+  printf("slices: %d shallow, %d deep; %d graded, %d communication; %d named variants\n", slices[TASK_SLICE_SHALLOW],
+         slices[TASK_SLICE_DEEP], graded, communication, variants);
   printf("families %d, tasks %d, oracle reward 1.0 on %d\n", count, total_generated, total_ok);
   env_world_free(world);
   task_gen_context_free(&ctx);

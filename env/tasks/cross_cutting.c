@@ -580,7 +580,7 @@ static int gen_cheque_stop_cleared(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(fam_pick(ctx, &rng,
                  "SELECT a.customer_id, q.account_id, q.cheque_number, q.payee, a.account_type FROM cheques q"
                  " JOIN accounts a ON a.account_id = q.account_id WHERE q.status = 'issued' AND a.status = 'active'"
-                 " ORDER BY q.account_id, q.cheque_number",
+                 " AND a.account_type = 'savings' ORDER BY q.account_id, q.cheque_number",
                  5, c, err));
   // The story: the cheque was presented and paid yesterday.
   snprintf(sql, sizeof sql, "UPDATE cheques SET status = 'cleared' WHERE account_id = '%s' AND cheque_number = %s", c[1],
@@ -609,7 +609,7 @@ static int gen_positive_pay_below_min(const TaskGenContext *ctx, uint64_t seed, 
   FAM_TRY(fam_pick(ctx, &rng,
                  "SELECT a.customer_id, q.account_id, q.cheque_number, a.account_type FROM cheques q JOIN accounts a"
                  " ON a.account_id = q.account_id WHERE q.status = 'unused' AND a.status = 'active'"
-                 " ORDER BY q.account_id, q.cheque_number",
+                 " AND a.account_type = 'savings' ORDER BY q.account_id, q.cheque_number",
                  4, c, err));
   char amount[32];
   snprintf(amount, sizeof amount, "%d", (int)task_gen_range(&rng, 2, 49) * 1000);
@@ -836,9 +836,9 @@ DEEP_FAMILY(fam_card_channels_off, card_channels_off, TASK_KIND_HAPPY, 0, "onlin
             "two card channels switched off")
 DEEP_FAMILY(fam_card_expiry_comm, card_expiry_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION, "debit,credit",
             "card expiry and network said")
-DEEP_FAMILY(fam_cheque_stop_cleared, cheque_stop_cleared, TASK_KIND_EDGE, 0, "savings,current",
+DEEP_FAMILY(fam_cheque_stop_cleared, cheque_stop_cleared, TASK_KIND_EDGE, 0, "savings",
             "stop payment of a cleared cheque: status read, refuse")
-DEEP_FAMILY(fam_positive_pay_below_min, positive_pay_below_min, TASK_KIND_EDGE, 0, "savings,current",
+DEEP_FAMILY(fam_positive_pay_below_min, positive_pay_below_min, TASK_KIND_EDGE, 0, "savings",
             "positive pay below Rs 50,000: cheque read, refuse")
 DEEP_FAMILY(fam_card_lost_replace, card_lost_replace, TASK_KIND_SEQ, 0, "lost,stolen",
             "5 steps: cards, block, reissue, cards")

@@ -1105,7 +1105,7 @@ static int gen_fd_rate_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   return 0;
 }
 
-// ---- foreclose_short_funds (edge, 4 steps): the account cannot pay the loan off --------
+// ---- foreclose_short_funds (edge, 4 steps): the account cannot pay a home loan off ----
 static int gen_foreclose_short_funds(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "foreclose_short_funds", seed);
@@ -1113,8 +1113,7 @@ static int gen_foreclose_short_funds(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(fam_pick(ctx, &rng,
                  "SELECT l.customer_id, l.loan_id, l.account_id, l.loan_type FROM loans l JOIN accounts a"
                  " ON a.account_id = l.account_id WHERE l.status = 'active' AND a.status = 'active'"
-                 " AND (l.loan_type = 'home' OR (l.loan_type = 'personal' AND l.emis_paid >= 6))"
-                 " AND a.balance_paise < l.outstanding_paise ORDER BY l.loan_id",
+                 " AND l.loan_type = 'home' AND a.balance_paise < l.outstanding_paise ORDER BY l.loan_id",
                  4, c, err));
   fam_style(t, &rng);
   FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Close my loan %s today, take the full amount from account %s.",
@@ -1126,7 +1125,7 @@ static int gen_foreclose_short_funds(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[2]));
   FAM_TRY(fam_assert(t, err, "The agent does not foreclose a loan the account cannot pay.", TASK_RULE_NOT_CALLED,
                    "foreclose_loan", NULL));
-  FAM_TRY(fam_variant(t, err, strcmp(c[3], "home") == 0 ? "home_loan" : "personal_loan"));
+  FAM_TRY(fam_variant(t, err, "home_loan"));
   fam_finish(t, CHECKS_WRITE);
   return 0;
 }
@@ -1153,5 +1152,5 @@ DEEP_FAMILY(fam_rd_fd_planner, rd_fd_planner, TASK_KIND_SEQ, 0, "savings,current
             "8 steps: balance, RD rates, RD quote and booking, FD quote and booking, list")
 DEEP_FAMILY(fam_fd_rate_comm, fd_rate_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION, "general,senior",
             "FD rate and maturity date said (no login)")
-DEEP_FAMILY(fam_foreclose_short_funds, foreclose_short_funds, TASK_KIND_EDGE, 0, "home_loan,personal_loan",
+DEEP_FAMILY(fam_foreclose_short_funds, foreclose_short_funds, TASK_KIND_EDGE, 0, "home_loan",
             "foreclosure the account cannot pay: loans, quote, balance, refuse")
