@@ -447,9 +447,11 @@ static void test_agents(const TaskGenContext *ctx, EnvWorld *world) {
   int episodes = 0, perfect = 0;
   double sums[AGENT_COUNT] = {0};
   int counts[AGENT_COUNT] = {0};
+  int slice_perfect[TASK_SLICE_COUNT] = {0}, slice_episodes[TASK_SLICE_COUNT] = {0};
   clock_t start = clock();
   for (int f = 0; f < families; f++) {
     const TaskFamily *fam = task_family_at(f);
+    int family_perfect = 0;
     for (int i = 0; i < per_family; i++) {
       FimiError err = {0};
       Task t;
@@ -462,6 +464,9 @@ static void test_agents(const TaskGenContext *ctx, EnvWorld *world) {
       episodes++;
       int ok = rc == 0 && r.total == 1.0 && r.strict_total == 1.0 && r.end == t.expected_end;
       perfect += ok;
+      family_perfect += ok;
+      slice_perfect[fam->slice] += ok;
+      slice_episodes[fam->slice]++;
       if (!ok)
         CHECK(0, "oracle on %s: rc %d total %g strict %g end %s (%s)", t.id, rc, r.total, r.strict_total,
               task_end_name(r.end), err.message);
@@ -478,7 +483,13 @@ static void test_agents(const TaskGenContext *ctx, EnvWorld *world) {
       if (i % 16 == 0) check_db_paths(world, &t, AGENT_ORACLE, (uint64_t)i);
       task_free(&t);
     }
+    // Every family, shallow or deep, is solved on every seed it was given.
+    CHECK(family_perfect == per_family, "%s: oracle 1.0 on %d of %d tasks", fam->name, family_perfect, per_family);
   }
+  for (int s = 0; s < TASK_SLICE_COUNT; s++)
+    printf("oracle, %s slice: %d/%d episodes at 1.0/1.0\n", s == TASK_SLICE_SHALLOW ? "shallow" : "deep",
+           slice_perfect[s], slice_episodes[s]);
+  CHECK(slice_episodes[TASK_SLICE_SHALLOW] > 0 && slice_episodes[TASK_SLICE_DEEP] > 0, "both slices played");
   double seconds = (double)(clock() - start) / CLOCKS_PER_SEC;
   printf("oracle: %d/%d episodes at 1.0/1.0 over %d families (%.1f s with baselines)\n", perfect, episodes, families,
          seconds);

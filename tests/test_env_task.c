@@ -2,7 +2,10 @@
 // builder-made task and one generated task of every registered family
 // survive JSON -> Task -> JSON unchanged; the strict reader rejects each kind
 // of malformed task naming the field (and the line in a JSONL file); JSON
-// paths and scalar texts resolve as documented; generation is deterministic.
+// paths and scalar texts resolve as documented; generation is deterministic;
+// the optional variant key round-trips, is absent when unset and must name
+// the task's family; family metadata (variants, training-sample membership)
+// reads as documented.
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +150,56 @@ static void test_validation_errors(void) {
   free(line);
 }
 
+static void test_variant(void) {
+  FimiError err = {0};
+  Task t, back;
+  CHECK(build_task(&t, &err) == 0, "build");
+  char *plain = task_to_json_line(&t, &err);
+  CHECK(plain && !strstr(plain, "variant"), "an unset variant is not written: %s", plain ? plain : "");
+  CHECK(task_set(&t.variant, &err, "savings/hand_made") == 0 && task_validate(&t, &err) == 0, "variant valid: %s",
+        err.message);
+  char *line = task_to_json_line(&t, &err);
+  CHECK(line && strstr(line, ",\"variant\":\"savings/hand_made\"}"), "variant written last: %s", line ? line : "");
+  cJSON *json = line ? cJSON_Parse(line) : NULL;
+  CHECK(json && task_from_json(json, &back, &err) == 0 && back.variant && strcmp(back.variant, "savings/hand_made") == 0,
+        "variant read back: %s", err.message);
+  if (json) task_free(&back);
+  cJSON_Delete(json);
+  struct {
+    const char *to, *expect;
+  } cases[] = {{"\"variant\":\"hand_made\"", "variant: 'hand_made' is not '<prefix>/hand_made'"},
+               {"\"variant\":\"savings/other_family\"", "variant: 'savings/other_family'"},
+               {"\"variant\":\"/hand_made\"", "variant: '/hand_made'"},
+               {"\"variant\":7", "variant: expected a string"}};
+  for (size_t i = 0; line && i < sizeof cases / sizeof cases[0]; i++) {
+    char *bad = replace(line, "\"variant\":\"savings/hand_made\"", cases[i].to);
+    TaskList list;
+    int rc = bad ? task_list_parse(bad, strlen(bad), "v.jsonl", &list, &err) : 0;
+    CHECK(rc != 0 && strstr(err.message, cases[i].expect) && strstr(err.message, "v.jsonl:1"),
+          "variant case %zu: '%s' lacks '%s'", i, rc ? err.message : "accepted", cases[i].expect);
+    free(bad);
+  }
+  free(line);
+  free(plain);
+  task_free(&t);
+  // Family metadata: named variants "<prefix>/<family>", training-sample flags.
+  TaskFamily f = {"demo", TASK_USE_ACCOUNTS_KYC, TASK_KIND_HAPPY, "demo", NULL, TASK_SLICE_DEEP, TASK_FAMILY_GRADED,
+                  "neft,imps,upi"};
+  char name[32];
+  CHECK(task_family_variant_count(&f) == 3, "three variants");
+  CHECK(task_family_variant(&f, 0, name, sizeof name) == 0 && strcmp(name, "neft/demo") == 0, "first: %s", name);
+  CHECK(task_family_variant(&f, 2, name, sizeof name) == 0 && strcmp(name, "upi/demo") == 0, "last: %s", name);
+  CHECK(task_family_variant(&f, 3, name, sizeof name) == -1 && task_family_variant(&f, -1, name, sizeof name) == -1,
+        "out of range");
+  CHECK(task_family_variant(&f, 0, name, 6) == -1, "too long for the buffer");
+  CHECK(!task_family_in_training_sample(&f), "graded: not in the training sample");
+  f.flags = TASK_FAMILY_COMMUNICATION;
+  CHECK(!task_family_in_training_sample(&f), "communication: not in the training sample");
+  f.flags = 0;
+  f.variants = NULL;
+  CHECK(task_family_in_training_sample(&f) && task_family_variant_count(&f) == 0, "plain family, no variants");
+}
+
 static void test_json_path(void) {
   cJSON *j = cJSON_Parse("{\"a\":[{\"b\":12.5},{\"b\":\"x\"}],\"n\":500000,\"t\":true}");
   char *s = task_json_scalar_text(task_json_path(j, "a.0.b"));
@@ -206,6 +259,7 @@ int main(void) {
   test_round_trip_builder();
   test_validation_errors();
   test_json_path();
+  test_variant();
   test_families();
   TEST_MAIN_END();
 }
