@@ -668,7 +668,7 @@ static int gen_netbanking_daily_cap(const TaskGenContext *ctx, uint64_t seed, Ta
   return 0;
 }
 
-// ---- cooling_payee_cap (edge, 4 steps): add the payee, refuse above the cooling cap ----
+// ---- cooling_payee_cap (edge, 3 steps): add the payee, refuse above the cooling cap ----
 static int gen_cooling_payee_cap(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "cooling_payee_cap", seed);
