@@ -25,6 +25,9 @@
 #      time limit or preemption (--signal=B:USR1@...): the job requeues
 #      itself, restarts as the same job (Restarts=1), resumes, and ends with
 #      the straight run's weights and metrics too.
+# And launch/slurm/grpo.sbatch: tiny GRPO (tests/lib_grpo.sh) for 2 steps on
+# 1 train rank + 1 env rank (dist.roles=train*1,env*1): COMPLETED, the env
+# rank served the episodes, a checkpoint at step 2.
 # Prints the test's wall time. Usage: cli_slurm.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
@@ -42,7 +45,7 @@ source "$SRC/tests/lib_cli.sh"
 
 # ---- a one-node cluster --------------------------------------------------------
 C="$WORK/cluster"
-mkdir -p "$C/munge" "$C/state" "$C/spool"
+mkdir -p "$C/munge" "$C/state" "$C/spool" "$C/tmp"
 chmod 755 "$WORK" "$C" "$C/munge"  # munged requires a socket directory others can traverse
 export SLURM_CONF="$C/slurm.conf"
 free_port() {  # a TCP port nothing listens on, from a random start
@@ -99,6 +102,7 @@ AuthInfo=socket=$C/munge/munge.sock
 CredType=cred/munge
 StateSaveLocation=$C/state
 SlurmdSpoolDir=$C/spool
+TmpFS=$C/tmp
 SlurmctldPidFile=$C/slurmctld.pid
 SlurmdPidFile=$C/slurmd.pid
 SlurmctldLogFile=$C/slurmctld.log
@@ -117,6 +121,9 @@ SlurmdParameters=config_overrides
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
+# PMIx's per-job directories in the test's folder too (default /tmp, where a
+# second test cluster's job 1 would meet this one's).
+echo "PMIxCliTmpDirBase=$C/tmp" >"$C/mpi.conf"
 expect_ok "slurmctld starts" slurmctld -f "$SLURM_CONF"
 expect_ok "slurmd starts" slurmd -f "$SLURM_CONF" -N "$NODE"
 for _ in $(seq 1 60); do sinfo -h -o %T 2>/dev/null | grep -qx idle && break; sleep 0.5; done
@@ -231,8 +238,21 @@ expect_true "job 3's restart resumed" grep -q "restart 1; .*resuming $WORK/reque
 expect_ok "requeued + resumed equals the straight run (weights byte for byte, metrics)" \
   same_run "$WORK/straight" "$WORK/requeued"
 
+# 4. GRPO with an env rank
+source "$SRC/tests/lib_grpo.sh"
+prepare_tiny_grpo "$WORK/g"
+ID4=$(env FIMI_RUN="$WORK/grpo" FIMI_CONFIG="$SRC/configs/tiny-cpu-grpo.ini" FIMI_GPUS_PER_NODE=1 \
+  FIMI_ENV_ON_TRAIN_NODES=1 sbatch --parsable "${SBATCH_ARGS[@]}" --job-name=grpo --output="$WORK/grpo.out" \
+  "$SRC/launch/slurm/grpo.sbatch" "${GRPO_ARGS[@]:1}" --set train.steps=2 | cut -d';' -f1)
+expect_ok "job 4 (GRPO) ends" wait_state "$ID4" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
+expect_true "job 4 COMPLETED" test "$(job_field "$ID4" JobState)" = COMPLETED
+expect_true "job 4: 1 train + 1 env rank" grep -q "2 ranks (dist.roles=train\*1,env\*1)" "$WORK/grpo.out"
+expect_true "job 4: the env rank served the episodes" grep -qE "env rank 0: [1-9][0-9]* episodes, [0-9]+ requests, 0 failed" \
+  "$WORK/grpo.out"
+expect_true "job 4: step 2 complete" test -f "$WORK/grpo/step_000002/DONE"
+
 if [ "$failures" -ne 0 ]; then
-  for f in straight cancelled requeued; do echo "--- $f.out"; tail -30 "$WORK/$f.out" 2>/dev/null; done
+  for f in straight cancelled requeued grpo; do echo "--- $f.out"; tail -30 "$WORK/$f.out" 2>/dev/null; done
 fi
-echo "cli_slurm: wall time $((SECONDS - T_START)) s (cluster start, data, 4 job runs)"
+echo "cli_slurm: wall time $((SECONDS - T_START)) s (cluster start, data, 5 job runs)"
 cli_summary
