@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
+#include "cmd/dpo_decoder_cuda.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/progress.h"
@@ -22,13 +23,14 @@
 #include "dpo/corpus.h"
 #include "dpo/pairs.h"
 #include "env/agent_prompt.h"
+#include "kernels/device.h"
 #include "model/weights.h"
 
 static void dpo_usage(FILE *out) {
   fprintf(out,
           "usage: fimi dpo corpus build --tasks F --out conv.jsonl [--catalog all|area|family] [--seed S]\n"
           "                             [--family PATTERN] [--coverage FILE]\n"
-          "       fimi dpo pairs --model DIR --corpus conv.jsonl --out pairs.jsonl [--device cpu]\n"
+          "       fimi dpo pairs --model DIR --corpus conv.jsonl --out pairs.jsonl [--device cpu|cuda]\n"
           "                      [--temperature T] [--top-p P] [--samples K] [--seed S] [--max-new N]\n"
           "                      [--chosen reference|self-rephrase] [--tokenizer FILE] [--max-dialogs N]\n"
           "                      [--no-progress]\n"
@@ -44,7 +46,8 @@ static void dpo_usage(FILE *out) {
           "                the revision is the chosen side when it passes the checks, else the reference\n"
           "                turn (counted). Both sides are scored: log-probs under the model, per\n"
           "                construction, in OUT.summary.json.\n"
-          "                Generation runs on the CPU; --device cuda is refused.\n");
+          "                --device cuda: generation and scoring on the GPU (bf16 weights), sampled on the\n"
+          "                host as on the CPU.\n");
 }
 
 // ---- corpus build ----------------------------------------------------------------
@@ -197,8 +200,8 @@ static int parse_pairs_args(int argc, char **argv, PairsArgs *a, FimiError *err)
     if (rc != 0) return -1;
   }
   if (!a->model || !a->corpus || !a->out) return fimi_fail(err, "--model, --corpus and --out are required");
-  if (strcmp(a->device, "cpu") != 0)
-    return fimi_fail(err, "--device %s: generation for pairs runs on the CPU only (--device cpu)", a->device);
+  Device device;
+  if (device_parse(a->device, &device, err) != 0) return fimi_fail_wrap(err, "--device");
   if (a->temperature < 0 || !(a->top_p > 0 && a->top_p <= 1))
     return fimi_fail(err, "--temperature must be >= 0 and --top-p in (0, 1]");
   return 0;
@@ -256,6 +259,7 @@ static cJSON *run_params(const PairsArgs *a, long dialogs) {
   cJSON_AddNumberToObject(p, "seed", (double)a->seed);
   cJSON_AddNumberToObject(p, "max_new", (double)a->max_new);
   cJSON_AddStringToObject(p, "chosen", dpo_chosen_source_name(a->chosen));
+  cJSON_AddStringToObject(p, "device", a->device);  // bf16 GPU turns differ from fp32 CPU ones
   return p;
 }
 
@@ -448,7 +452,19 @@ static int open_model(PairsRun *r, FimiError *err) {
   if (!r->a.tokenizer && path_join(tok_path, sizeof tok_path, r->a.model, "tokenizer.json", err) != 0) return -1;
   if (tokenizer_load_file(r->a.tokenizer ? r->a.tokenizer : tok_path, &r->tok, err) != 0) return -1;
   SamplerConfig sampler = {(float)r->a.temperature, (float)r->a.top_p};
-  if (dpo_model_candidate_init(&r->cand, &r->model, r->tok, (int)r->a.max_new, sampler, err) != 0) return -1;
+  Device device;
+  DpoDecoder decoder;
+  if (device_parse(r->a.device, &device, err) != 0 || device_require(device, err) != 0) return -1;
+  if (device == DEVICE_CPU) {
+    if (dpo_decoder_cpu(&decoder, &r->model, err) != 0) return -1;
+  } else {
+#ifdef FIMI_HAVE_CUDA
+    if (dpo_decoder_cuda(&decoder, &r->model, 64, err) != 0) return -1;
+#else
+    return fimi_fail(err, "this fimi was built without the CUDA backend");
+#endif
+  }
+  if (dpo_model_candidate_init(&r->cand, decoder, r->tok, (int)r->a.max_new, sampler, err) != 0) return -1;
   r->have_cand = 1;
   return 0;
 }

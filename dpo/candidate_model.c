@@ -6,28 +6,91 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dpo_model_candidate_init(DpoModelCandidate *m, GemmaModel *model, const Tokenizer *tok, int max_new,
+// ---- the CPU decoder ----------------------------------------------------------
+
+typedef struct CpuDecoder {
+  GemmaModel *model;  // borrowed
+  GemmaKVCache cache;
+  int have_cache;
+} CpuDecoder;
+
+int dpo_decoder_capacity(int need, int max_positions) {
+  int cap = 1024;
+  while (cap < need) cap *= 2;
+  return cap > max_positions ? need : cap;
+}
+
+static int cpu_reserve(void *ctx, int need, FimiError *err) {
+  CpuDecoder *c = ctx;
+  if (c->have_cache && c->cache.capacity >= need) return 0;
+  if (c->have_cache) gemma_kv_cache_free(&c->cache);
+  c->have_cache = 0;
+  int cap = dpo_decoder_capacity(need, c->model->config.max_position_embeddings);
+  if (gemma_kv_cache_create(&c->cache, &c->model->config, 1, cap, err) != 0) return -1;
+  c->have_cache = 1;
+  return 1;
+}
+
+static void cpu_truncate(void *ctx, int length) {
+  CpuDecoder *c = ctx;
+  if (c->have_cache) c->cache.lengths[0] = length;
+}
+
+static int cpu_prefill(void *ctx, const int *ids, int n, float *logits, FimiError *err) {
+  CpuDecoder *c = ctx;
+  return gemma_prefill(c->model, &c->cache, 0, ids, n, logits, err);
+}
+
+static int cpu_step(void *ctx, int token, float *logits, FimiError *err) {
+  CpuDecoder *c = ctx;
+  return gemma_decode_step(c->model, &c->cache, &token, NULL, logits, err);
+}
+
+static void cpu_destroy(void *ctx) {
+  CpuDecoder *c = ctx;
+  if (c && c->have_cache) gemma_kv_cache_free(&c->cache);
+  free(c);
+}
+
+int dpo_decoder_cpu(DpoDecoder *d, GemmaModel *model, FimiError *err) {
+  CpuDecoder *c = fimi_calloc(1, sizeof *c, err);
+  if (!c) return -1;
+  c->model = model;
+  *d = (DpoDecoder){model->config.vocab_size, model->config.max_position_embeddings, cpu_reserve, cpu_truncate,
+                    cpu_prefill, cpu_step, cpu_destroy, c};
+  return 0;
+}
+
+// ---- the candidate ------------------------------------------------------------
+
+int dpo_model_candidate_init(DpoModelCandidate *m, DpoDecoder decoder, const Tokenizer *tok, int max_new,
                              SamplerConfig sampler, FimiError *err) {
   memset(m, 0, sizeof *m);
-  if (max_new < 1) return fimi_fail(err, "candidate: max_new must be at least 1");
-  if (tokenizer_vocab_size(tok) > model->config.vocab_size)
-    return fimi_fail(err, "candidate: the tokenizer has %d tokens, the model's vocabulary %d",
-                     (int)tokenizer_vocab_size(tok), model->config.vocab_size);
-  m->model = model;
+  m->decoder = decoder;
+  int rc = 0;
+  if (max_new < 1) rc = fimi_fail(err, "candidate: max_new must be at least 1");
+  else if (tokenizer_vocab_size(tok) > decoder.vocab_size)
+    rc = fimi_fail(err, "candidate: the tokenizer has %d tokens, the model's vocabulary %d",
+                   (int)tokenizer_vocab_size(tok), decoder.vocab_size);
+  else if (chat_init(&m->chat, tok, err) != 0) rc = -1;
+  else if (!(m->logits = fimi_malloc(sizeof(float) * (size_t)decoder.vocab_size, err))) {
+    chat_free(&m->chat);
+    rc = -1;
+  }
+  if (rc != 0) {
+    if (decoder.destroy) decoder.destroy(decoder.ctx);
+    memset(m, 0, sizeof *m);
+    return -1;
+  }
   m->tok = tok;
   m->max_new = max_new;
   m->sampler = sampler;
-  if (chat_init(&m->chat, tok, err) != 0) return -1;
-  if (!(m->logits = fimi_malloc(sizeof(float) * (size_t)model->config.vocab_size, err))) {
-    chat_free(&m->chat);
-    return -1;
-  }
   return 0;
 }
 
 void dpo_model_candidate_free(DpoModelCandidate *m) {
-  if (m->have_cache) gemma_kv_cache_free(&m->cache);
-  chat_free(&m->chat);
+  if (m->decoder.destroy) m->decoder.destroy(m->decoder.ctx);
+  if (m->logits) chat_free(&m->chat);
   free(m->cached);
   free(m->logits);
   memset(m, 0, sizeof *m);
@@ -37,21 +100,7 @@ static int begin_dialog(void *ctx, FimiError *err) {
   (void)err;
   DpoModelCandidate *m = ctx;
   m->cached_len = 0;
-  if (m->have_cache) m->cache.lengths[0] = 0;
-  return 0;
-}
-
-// A cache that holds `need` tokens (recreated, and emptied, when too small).
-static int ensure_capacity(DpoModelCandidate *m, int need, FimiError *err) {
-  if (m->have_cache && m->cache.capacity >= need) return 0;
-  if (m->have_cache) gemma_kv_cache_free(&m->cache);
-  m->have_cache = 0;
-  m->cached_len = 0;
-  int cap = 1024;
-  while (cap < need) cap *= 2;
-  if (cap > m->model->config.max_position_embeddings) cap = need;
-  if (gemma_kv_cache_create(&m->cache, &m->model->config, 1, cap, err) != 0) return -1;
-  m->have_cache = 1;
+  m->decoder.truncate(m->decoder.ctx, 0);
   return 0;
 }
 
@@ -72,12 +121,12 @@ static int sample_turn(DpoModelCandidate *m, uint64_t seed, int32_t *out, FimiEr
   Rng rng;
   rng_seed(&rng, seed);
   int32_t eot = m->chat.specials.end_of_turn, eos = m->chat.specials.eos;
-  int n = 0, V = m->model->config.vocab_size;
+  int n = 0, V = m->decoder.vocab_size;
   while (n < m->max_new) {
     int tok = sample_token(m->logits, V, &m->sampler, &rng);
     out[n++] = tok;
     if (tok == eot || (eos >= 0 && tok == eos) || n == m->max_new) break;
-    if (gemma_decode_step(m->model, &m->cache, &tok, NULL, m->logits, err) != 0) return -1;
+    if (m->decoder.step(m->decoder.ctx, tok, m->logits, err) != 0) return -1;
   }
   return n;
 }
@@ -86,15 +135,17 @@ static int sample_turn(DpoModelCandidate *m, uint64_t seed, int32_t *out, FimiEr
 // only what differs from the cached ids; m->logits then holds the logits
 // after ids[n-1].
 static int prefill_prompt(DpoModelCandidate *m, const int32_t *ids, int n, int need, FimiError *err) {
-  if (ensure_capacity(m, need, err) != 0) return -1;
+  int fresh = m->decoder.reserve(m->decoder.ctx, need, err);
+  if (fresh < 0) return -1;
+  if (fresh) m->cached_len = 0;
   // Keep the common prefix of the cached ids (at least one token is
   // prefilled, for the next-token logits).
   size_t common = 0;
   while (common < m->cached_len && common + 1 < (size_t)n && m->cached[common] == ids[common]) common++;
-  m->cache.lengths[0] = (int)common;
+  m->decoder.truncate(m->decoder.ctx, (int)common);
   m->prompt_tokens += n;
   m->prefilled_tokens += n - (long)common;
-  if (gemma_prefill(m->model, &m->cache, 0, (const int *)ids + common, n - (int)common, m->logits, err) != 0) return -1;
+  if (m->decoder.prefill(m->decoder.ctx, (const int *)ids + common, n - (int)common, m->logits, err) != 0) return -1;
   return remember_prompt(m, ids, (size_t)n, err);
 }
 
@@ -108,7 +159,7 @@ static int generate(void *ctx, const cJSON *prefix, uint64_t seed, char **text, 
     return -1;
   const int32_t *ids = m->chat.ids.data;
   int n = (int)m->chat.ids.len;
-  if (n + m->max_new > m->model->config.max_position_embeddings) return 1;  // skipped: beyond the context
+  if (n + m->max_new > m->decoder.max_positions) return 1;  // skipped: beyond the context
   if (prefill_prompt(m, ids, n, n + m->max_new, err) != 0) return -1;
   int32_t *out = fimi_malloc(sizeof *out * (size_t)m->max_new, err);
   if (!out) return -1;
@@ -159,17 +210,17 @@ static int score(void *ctx, const cJSON *prefix, const cJSON *message, double *l
   int last = (int)m->chat.ids.len - 1;
   while (last >= n && !mask[last]) last--;
   if (last < n) return fimi_fail(err, "candidate: the scored message has no response tokens");
-  if (last + 1 > m->model->config.max_position_embeddings) return 1;
+  if (last + 1 > m->decoder.max_positions) return 1;
   // The prompt's ids are the rendered turn's first n (chat.h builds turn by
   // turn), so the prompt prefill and the teacher forcing share one cache.
   if (prefill_prompt(m, ids, n, last + 1, err) != 0) return -1;
-  int V = m->model->config.vocab_size;
+  int V = m->decoder.vocab_size;
   for (int j = n; j <= last; j++) {
     if (mask[j]) {
       *logp += log_prob(m->logits, V, ids[j]);
       (*tokens)++;
     }
-    if (j < last && gemma_decode_step(m->model, &m->cache, (const int *)ids + j, NULL, m->logits, err) != 0) return -1;
+    if (j < last && m->decoder.step(m->decoder.ctx, ids[j], m->logits, err) != 0) return -1;
   }
   m->scored_tokens += *tokens;
   return remember_prompt(m, ids, (size_t)last, err);  // the cache holds ids[0..last)

@@ -5,8 +5,8 @@
 # the candidate (pairs with TRL fields and tags, a summary; deterministic for
 # a seed; a run stopped after some dialogs, with a half-written dialog and
 # progress line left behind as a kill leaves them, resumes to the same file
-# as an uninterrupted run; other parameters on resume and --device cuda are
-# refused; --chosen self-rephrase counts its revisions and fallbacks) ->
+# as an uninterrupted run; other parameters on resume and --device cuda
+# without a GPU are refused; --chosen self-rephrase counts its revisions and fallbacks) ->
 # `fimi data tokenize --kind dpo` -> `fimi train` (objective dpo,
 # configs/tiny-cpu-dpo.ini) with no glue; the pairs' log-probs (the
 # candidate's KV-cache teacher forcing) equal the reference pass `fimi train`
@@ -109,7 +109,10 @@ for d in (a, b):
         f.pop("generate_seconds"); f.pop("check_seconds"); f.pop("score_seconds")
 assert a == b, (a, b)' "$D/pairs.jsonl.summary.json" "$D/resumed.jsonl.summary.json"
 expect_fail "resume with other parameters" "other parameters" pairs "$D/resumed.jsonl" --seed 6
-expect_fail "--device cuda refused" "runs on the CPU only" pairs "$D/x.jsonl" --device cuda
+# (--device cuda itself runs in tests/standin/cli_cuda_standin.sh; here,
+# without a GPU, it fails with the reason.)
+expect_fail "--device cuda without a GPU" "--device cuda: " pairs "$D/x.jsonl" --device cuda
+expect_fail "--device tpu refused" "unknown device" pairs "$D/x.jsonl" --device tpu
 expect_fail "missing --model" "--model, --corpus and --out are required" "$FIMI" dpo pairs --corpus "$D/small.jsonl" --out "$D/y.jsonl"
 
 # The pairs feed tokenize and DPO training as they are.

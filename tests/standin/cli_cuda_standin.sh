@@ -14,7 +14,8 @@
 #   DPO on cuda learns and follows the cpu run;
 #   f. cuda.attention=cudnn on a softcapped gemma2 model fails naming
 #      attn_logit_softcapping;
-#   g. eval --device cuda plays the cpu's episodes (tasks, trials, seeds).
+#   g. eval --device cuda plays the cpu's episodes (tasks, trials, seeds);
+#   h. dpo pairs --device cuda replays the cpu's turns; its scores follow.
 # Usage: cli_cuda_standin.sh PATH/TO/fimi_standin
 set -uo pipefail
 FIMI="$1"
@@ -208,4 +209,27 @@ key = lambda e: (e["task_id"], e["trial"], e["env_seed"])
 assert len(a) == len(b) == 4 and [key(e) for e in a] == [key(e) for e in b]
 assert all(e["generated_tokens"] > 0 and e["end"] != "failed" and e["tokens"] > e["generated_tokens"] for e in b), b
 assert sum(x["tokens"] for x in a) > 0' "$WORK/eval_cpu.json" "$WORK/eval_cuda.json"
+
+# h. fimi dpo pairs --device cuda: the candidate's turns and both sides'
+# scores on the GPU decoder (cmd/dpo_decoder_cuda.c), against the cpu's.
+# Greedy, so the turns are the cpu's unless bf16 flips a near-tie; the
+# scores are sums of ~10-60 log-probs of the bf16 model: within 5% + 0.5.
+expect_ok "dpo corpus for pairs" "$FIMI" dpo corpus build --tasks "$WORK/eval_tasks.jsonl" --catalog family \
+  --out "$WORK/conv.jsonl"
+for dev in cpu cuda; do
+  expect_ok "dpo pairs --device $dev" "$FIMI" dpo pairs --device "$dev" --model "$M" --corpus "$WORK/conv.jsonl" \
+    --out "$WORK/pairs_$dev.jsonl" --max-new 12 --no-progress
+done
+expect_true "dpo pairs: cuda replays the cpu's turns, its scores follow the cpu's" "$PY" -c 'import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+sa, sb = (json.load(open(p + ".summary.json")) for p in sys.argv[1:3])
+assert sa["turns"] == sb["turns"] > 0 and sb["pairs"] > 0 and sb["constructions"]["reference"]["scored"] > 0
+ka = {(p["dialog"], p["turn"]): p for p in a}
+same = [(ka[(q["dialog"], q["turn"])], q) for q in b if (q["dialog"], q["turn"]) in ka]
+assert len(same) >= 0.8 * max(len(a), len(b)), (len(a), len(b), len(same))
+scored = [(p, q) for p, q in same if "logp_chosen" in p and "logp_chosen" in q]
+assert len(scored) >= len(same) // 2, (len(scored), len(same))
+for p, q in scored:
+    assert abs(p["logp_chosen"] - q["logp_chosen"]) <= 0.05 * abs(p["logp_chosen"]) + 0.5, (p["logp_chosen"], q["logp_chosen"])
+print("pairs cpu %d cuda %d, same turns %d" % (len(a), len(b), len(same)))' "$WORK/pairs_cpu.jsonl" "$WORK/pairs_cuda.jsonl"
 cli_summary
