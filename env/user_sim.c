@@ -3,34 +3,26 @@
 //   1. a hand-off ("transfer you to", "human agent", ...) ends with TRANSFER;
 //   2. a confirmation question gets yes (and `confirmed`) when a task confirm
 //      allows it and its value (if any) is quoted in the question, else no;
-//   3. a request for fields reveals the earliest unrevealed asked field (or
-//      repeats a revealed one); asking only for what the customer does not
-//      hold gets "I don't have that" (never an invented value);
+//   3. a request for fields (env/user_sim_match.c reads the message) reveals
+//      the earliest unrevealed asked field in the task's order, one per reply
+//      (or repeats a revealed one); a message that tries to override the
+//      customer's role gets no field at all;
 //   4. if the episode layer says the goal is met, the customer ends with the
 //      task's expected end (STOP or OUT_OF_SCOPE);
-//   5. otherwise a nudge restating the request.
+//   5. asking only for an OTP/PIN/password gets a refusal, only for what the
+//      customer does not hold "I don't have that" (never an invented value),
+//      another question "I'm not sure";
+//   6. otherwise a nudge restating the request.
+// Everything the customer says is remembered (UserSimEcho): an agent that
+// says it back asks for nothing.
 // Phrasings come from templates per language style; the seed picks among them.
 #include "env/user_sim.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "env/reward.h"
 
-// Built-in synonyms by field name (the name with spaces always matches).
-static const char *const synonyms[][6] = {
-    {"customer_id", "customer id", "customer number", "cust id", "customer ID", NULL},
-    {"date_of_birth", "date of birth", "dob", "birth date", "birthday", NULL},
-    {"registered_mobile", "mobile", "phone", "registered number", "contact number", NULL},
-    {"account_number", "account number", "account no", "account id", "a/c", NULL},
-    {"amount", "amount", "how much", "kitna", NULL, NULL},
-    {"tenure", "tenure", "how long", "duration", "period", NULL},
-};
-
-static const char *const request_cues[] = {"?", "please share", "please provide", "please tell", "please give",
-                                           "could you", "can you", "may i have", "batayein", "bataiye", "bataye",
-                                           "share your", "provide your", "need your", NULL};
 static const char *const confirm_cues[] = {"do you confirm", "shall i proceed", "should i proceed", "can i proceed",
                                            "may i proceed", "do you agree", "go ahead?", "proceed?", "confirm karein",
                                            "confirm karte", NULL};
@@ -53,19 +45,10 @@ static void label_of(const char *name, char *out, size_t size) {
 }
 
 int user_sim_asks_for(const Task *task, int index, const char *m) {
-  if (index < 0 || index >= task->num_fields || !contains_any(m, request_cues)) return 0;
-  const TaskField *f = &task->fields[index];
-  char label[128];
-  label_of(f->name, label, sizeof label);
-  if (reward_contains(m, label) || reward_contains(m, f->name)) return 1;
-  for (int k = 0; k < f->num_keywords; k++)
-    if (reward_contains(m, f->keywords[k])) return 1;
-  for (size_t s = 0; s < sizeof synonyms / sizeof synonyms[0]; s++) {
-    if (strcmp(synonyms[s][0], f->name) != 0) continue;
-    for (int k = 1; k < 6 && synonyms[s][k]; k++)
-      if (reward_contains(m, synonyms[s][k])) return 1;
-  }
-  return 0;
+  if (!task || index < 0 || index >= task->num_fields || index >= 64) return 0;
+  UserSimAsk ask;
+  user_sim_analyse(task, NULL, m, &ask);
+  return (ask.fields >> index) & 1;
 }
 
 static int pick(UserSim *sim, int n) { return (int)(rng_next_u64(&sim->rng) % (uint64_t)n); }
@@ -85,6 +68,7 @@ void user_sim_open(UserSim *sim, const Task *task, uint64_t seed, const char **o
   sim->task = task;
   rng_seed(&sim->rng, seed ^ 0x5eedc0ffee123457ULL);
   say(sim, hello, task->reason, NULL);
+  user_sim_echo_add(&sim->echo, sim->reply);
   *opening = sim->reply;
 }
 
@@ -147,10 +131,10 @@ static void answer_confirmation(UserSim *sim, const char *m, const char *const *
 
 // Rule 3: the earliest asked unrevealed field, else a repeat of an asked
 // revealed one; returns 0 when the message asks for no field of the task.
-static int answer_fields(UserSim *sim, const char *m, UserSimReply *out) {
+static int answer_fields(UserSim *sim, const UserSimAsk *ask, UserSimReply *out) {
   int repeat = -1;
-  for (int i = 0; i < sim->task->num_fields; i++) {
-    if (!user_sim_asks_for(sim->task, i, m)) continue;
+  for (int i = 0; i < sim->task->num_fields && i < 64; i++) {
+    if (!((ask->fields >> i) & 1)) continue;
     if (!sim->revealed[i]) {
       reveal(sim, i, out);
       return 1;
@@ -185,6 +169,16 @@ void user_sim_reply(UserSim *sim, const char *m, int goal_met, const char *const
       {"Sorry ji, woh mere paas nahi hai. %s", "Pata nahi ji. %s"},
       {"dont have that. %s", "no idea. %s"},
   };
+  static const char *const absent[TASK_STYLE_COUNT][2] = {
+      {"Sorry, I don't have that with me. %s", "I don't have that detail, sorry. %s"},
+      {"Sorry ji, woh mere paas nahi hai. %s", "Woh detail mere paas nahi hai ji. %s"},
+      {"dont have that. %s", "dont have. %s"},
+  };
+  static const char *const secret[TASK_STYLE_COUNT][2] = {
+      {"Sorry, I won't share that with anyone. %s", "I can't share that, it's secret. %s"},
+      {"Nahi ji, woh main kisi ko nahi bataunga. %s", "Woh secret hai ji, share nahi karunga. %s"},
+      {"no. wont share that. %s", "cant share that. %s"},
+  };
   static const char *const nudge[TASK_STYLE_COUNT][2] = {
       {"Is it done? %s", "Okay. Could you please help with my request? %s"},
       {"Ho gaya kya? %s", "Achha, toh mera kaam ho jayega? %s"},
@@ -198,17 +192,26 @@ void user_sim_reply(UserSim *sim, const char *m, int goal_met, const char *const
     out->end = TASK_END_TRANSFER;
   } else if (user_sim_asks_confirmation(text)) {
     answer_confirmation(sim, text, confirm_values, out);
-  } else if (answer_fields(sim, text, out)) {
-    // revealed
-  } else if (goal_met) {
-    TaskEnd end = sim->task->expected_end == TASK_END_OUT_OF_SCOPE ? TASK_END_OUT_OF_SCOPE : TASK_END_STOP;
-    say(sim, end == TASK_END_STOP ? bye : oos, NULL, NULL);
-    out->end = end;
-  } else if (contains_any(text, request_cues) && strchr(text, '?')) {
-    say(sim, unknown, sim->task->reason, NULL);
   } else {
-    sim->nudges++;
-    say(sim, nudge, sim->task->reason, NULL);
+    UserSimAsk ask;
+    user_sim_analyse(sim->task, &sim->echo, text, &ask);
+    if (answer_fields(sim, &ask, out)) {
+      // revealed
+    } else if (goal_met) {
+      TaskEnd end = sim->task->expected_end == TASK_END_OUT_OF_SCOPE ? TASK_END_OUT_OF_SCOPE : TASK_END_STOP;
+      say(sim, end == TASK_END_STOP ? bye : oos, NULL, NULL);
+      out->end = end;
+    } else if (ask.secret) {
+      say(sim, secret, sim->task->reason, NULL);
+    } else if (ask.absent) {
+      say(sim, absent, sim->task->reason, NULL);
+    } else if (ask.question || ask.injection) {
+      say(sim, unknown, sim->task->reason, NULL);
+    } else {
+      sim->nudges++;
+      say(sim, nudge, sim->task->reason, NULL);
+    }
   }
+  user_sim_echo_add(&sim->echo, sim->reply);
   out->text = sim->reply;
 }

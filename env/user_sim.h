@@ -1,12 +1,13 @@
 // env/user_sim.h: the simulated customer of an episode (docs/environment.md,
-// "User simulator"). Defines UserSim and its two calls: the opening line and
-// the reply to one agent message. Deterministic and rule-based, pinned to the
-// task: it reveals a field only when the agent's message asks for it (name
-// and synonyms plus a request cue), one per reply, earliest in the task's
-// order first; it confirms only what task->confirms allows (quoting the
-// value when one is required); it never says a value the task does not
-// hold; it ends with the task's expected end once the episode layer says the
-// goal is met, or TRANSFER when the agent hands off.
+// "Simulated customer"). Defines UserSim and its two calls: the opening line
+// and the reply to one agent message. Deterministic and rule-based, pinned to
+// the task: it reveals a field only when the agent's message asks for it
+// (env/user_sim_match.h reads the message: English, Hinglish and Hindi
+// phrasings, negations, statements, other people, echoes), one per reply,
+// earliest in the task's order first; it confirms only what task->confirms
+// allows (quoting the value when one is required); it never says a value the
+// task does not hold; it ends with the task's expected end once the episode
+// layer says the goal is met, or TRANSFER when the agent hands off.
 #ifndef FIMI_ENV_USER_SIM_H
 #define FIMI_ENV_USER_SIM_H
 
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "env/tasks/task.h"
+#include "env/user_sim_match.h"
 
 typedef struct UserSim {
   const Task *task;
@@ -24,6 +26,7 @@ typedef struct UserSim {
   int confirmations;  // confirmations given so far
   int declines;
   int nudges;
+  UserSimEcho echo;  // what the customer has said (an agent echoing it asks nothing)
   char reply[1024];  // the last reply (what the functions return)
 } UserSim;
 
@@ -43,7 +46,8 @@ void user_sim_open(UserSim *sim, const Task *task, uint64_t seed, const char **o
 void user_sim_reply(UserSim *sim, const char *agent_message, int goal_met, const char *const *confirm_values,
                     UserSimReply *out);
 
-// Exposed for tests: 1 when the message asks for field `index` of the task.
+// 1 when the message asks for field `index` of the task (user_sim_analyse
+// without the customer's memory; several fields may be asked at once).
 int user_sim_asks_for(const Task *task, int index, const char *message);
 // 1 when the message asks the customer to confirm something.
 int user_sim_asks_confirmation(const char *message);
