@@ -10,7 +10,8 @@
 // - recompute = 1 and the fused forward + backward: bitwise the same
 //   log-probs and gradients;
 // - KV-cache prefill + decode against the forward, the kv-shared layers
-//   holding no cache of their own;
+//   holding no cache of their own; a copied sequence decodes alike; greedy
+//   generation starts with the argmax after the prompt;
 // - config.json: the Hub's gemma4 wrapper (E2B text_config), per_layer_config
 //   as transformers writes it, the refused mixture-of-experts block, and a
 //   round trip of what fimi writes; presets' parameter counts.
@@ -366,8 +367,30 @@ static void check_model(const char *label, const GemmaConfig *cfg) {
   }
   printf("  prefill 5 + decode %d: max |logprob diff| vs forward = %.3g\n", SEQ - prefill - 1, max_dec);
   CHECK(max_dec < 1e-4, "%s: decode differs from the forward by %g", label, max_dec);
+  // A copied sequence (the rollouts' shared prompt) decodes bitwise alike.
+  CHECK(gemma_kv_cache_copy_sequence(&cache, cfg, 0, 1, &err) == 0, "copy: %s", err.message);
+  cache.row_invariant = 1;  // each row its own GEMMs: bits independent of the other row
+  int last[2] = {seq[SEQ - 1], seq[SEQ - 1]};
+  CHECK(gemma_decode_step(&model, &cache, last, NULL, logits, &err) == 0, "decode: %s", err.message);
+  CHECK(memcmp(logits, logits + V, sizeof(float) * V) == 0, "%s: a copied sequence decodes differently", label);
   free(logits);
   gemma_kv_cache_free(&cache);
+
+  // Greedy generation: the first token is the argmax after the prompt.
+  int prompt_len = 6, out[4], out_len = 0;
+  const int *prompts[1] = {tokens};
+  GenerateOptions opt = {.max_new = 4, .sampler = {0.0f, 1.0f}, .seed = 1};
+  CHECK(gemma_generate(&model, prompts, &prompt_len, 1, &opt, out, &out_len, &err) == 0, "generate: %s", err.message);
+  GemmaKVCache one;
+  float *row = malloc(sizeof(float) * V);
+  CHECK(gemma_kv_cache_create(&one, cfg, 1, SEQ, &err) == 0 && gemma_prefill(&model, &one, 0, tokens, prompt_len, row, &err) == 0,
+        "%s", err.message);
+  int best = 0;
+  for (int v = 1; v < V; v++) best = row[v] > row[best] ? v : best;
+  CHECK(out_len == 4 && out[0] == best, "%s: greedy generation gave %d tokens, first %d, argmax %d", label, out_len, out[0],
+        best);
+  free(row);
+  gemma_kv_cache_free(&one);
 
   for (int i = 0; i < model.num_tensors; i++) free(ref.p[i]);
   free(ref.p);
