@@ -131,17 +131,11 @@ expect_true "the node is idle" bash -c "sinfo -h -o %T | grep -qx idle"
 [ "$failures" -eq 0 ] || { echo "the cluster did not start"; cli_summary; exit 1; }
 
 # ---- data: the tiny DPO set, its reference log-probs added once ----------------
-D="$WORK/data"
-mkdir -p "$D"
-CONFIG="$SRC/configs/tiny-cpu-dpo.ini"
-make_tiny_tokenizer "$D"
-tokenize_tiny dpo "$D"
-expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
-TRAIN_ARGS=(--set train.init="$D/init" --set data.train="$D/train.h5" --set data.eval="$D/eval.h5"
-            --set train.progress=false --set train.steps=12 --set train.save_every=3 --set train.keep_last=0
+source "$SRC/tests/slurm/lib_tiny_dpo.sh"
+prepare_tiny_dpo "$WORK/data"
+CONFIG="$TINY_DPO_CONFIG"
+TRAIN_ARGS=("${TINY_DPO_SETS[@]}" --set train.steps=12 --set train.save_every=3 --set train.keep_last=0
             --set train.eval_every=6 --set train.max_shard_mb=0.3)
-expect_ok "reference log-probs into the datasets" env OMP_NUM_THREADS=1 "$FIMI" train --config "$CONFIG" \
-  "${TRAIN_ARGS[@]}" --set train.steps=1 --set train.out_dir="$WORK/refpass"
 
 # ---- jobs ------------------------------------------------------------------------
 export FIMI FIMI_ROOT="$SRC" FIMI_CONFIG="$CONFIG" FIMI_GPUS_PER_NODE=2 FIMI_DEVICE=cpu OMP_NUM_THREADS=1

@@ -15,15 +15,9 @@ source "$SRC/tests/lib_cli.sh"
 command -v "${FIMI_MPIEXEC:-mpirun}" >/dev/null || { echo "SKIPPED: launch_mpirun_test: no mpirun"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 MPI="$SRC/launch/mpirun-5node.sh"
-D="$WORK/data"
-mkdir -p "$D"
-CONFIG="$SRC/configs/tiny-cpu-dpo.ini"
-make_tiny_tokenizer "$D"
-tokenize_tiny dpo "$D"
-expect_ok "init" "$FIMI" init --config "$CONFIG" --tokenizer "$D/tokenizer.json" --out "$D/init"
-ARGS=(train --config "$CONFIG" --set train.init="$D/init" --set data.train="$D/train.h5" --set data.eval="$D/eval.h5"
-      --set train.progress=false --set train.steps=12 --set train.eval_every=6)
-expect_ok "reference log-probs into the datasets" "$FIMI" "${ARGS[@]}" --set train.steps=1 --set train.out_dir="$WORK/ref"
+source "$SRC/tests/slurm/lib_tiny_dpo.sh"
+prepare_tiny_dpo "$WORK/data"
+ARGS=(train --config "$TINY_DPO_CONFIG" "${TINY_DPO_SETS[@]}" --set train.steps=12 --set train.eval_every=6)
 
 # One node: the script against plain mpirun.
 hostname >"$WORK/hosts"
