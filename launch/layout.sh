@@ -60,12 +60,12 @@ while [ $# -gt 0 ]; do
     --dry-run) MODE=dry-run; shift ;;
     --roles) MODE=roles; shift ;;
     --table) MODE=table; shift ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
     *) die "unknown argument '$1' (--help lists them)" ;;
   esac
 done
 [ -n "$NODES" ] || die "--nodes N is required"
-[ -n "$GPUS" ] || die "--gpus G is required (train ranks per train node; 0 is not allowed on every node)"
+[ -n "$GPUS" ] || die "--gpus G is required (train ranks per train node, one per GPU)"
 TRAIN_NODES="${TRAIN_NODES:-$NODES}"
 ENV_ON_TRAIN="${ENV_ON_TRAIN:-$ENV_PER_NODE}"
 [ "$TRAIN_NODES" -le "$NODES" ] || die "--train-nodes $TRAIN_NODES exceeds --nodes $NODES"

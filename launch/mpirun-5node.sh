@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
     --layout-dir) LAYOUT_DIR="${2:-}"; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0 ;;
     *) die "unknown argument '$1' (the fimi command goes after --)" ;;
   esac
 done
