@@ -1,6 +1,7 @@
 // env/bank/db.c: images and episode copies of the Navadhan Bank database
-// (see bank_db.h). An image is built once per seed and serialized; an episode
-// deserializes a private malloc'd copy into its own :memory: connection.
+// (see env/bank/db.h). An image is built once per seed and serialized; an
+// episode deserializes a private malloc'd copy into its own :memory:
+// connection. Also the image seed's population part (bank_image_seed).
 #include "env/bank/db.h"
 
 #include <stdarg.h>
@@ -10,7 +11,22 @@
 
 #include "env/bank/money.h"
 
-#define BANK_IMAGE_CUSTOMERS 30
+#define SEED_POPULATION_SHIFT 32
+#define SEED_RANDOM_MASK 0xffffffffULL
+
+uint64_t bank_image_seed(uint64_t seed, int customers) {
+  if (customers <= 0 || customers == BANK_DEFAULT_CUSTOMERS) return seed & SEED_RANDOM_MASK;
+  return ((uint64_t)customers << SEED_POPULATION_SHIFT) | (seed & SEED_RANDOM_MASK);
+}
+
+int64_t bank_image_seed_customers(uint64_t image_seed) {
+  uint64_t customers = image_seed >> SEED_POPULATION_SHIFT;
+  return customers ? (int64_t)customers : BANK_DEFAULT_CUSTOMERS;
+}
+
+uint64_t bank_image_seed_random(uint64_t image_seed) {
+  return image_seed >> SEED_POPULATION_SHIFT ? image_seed & SEED_RANDOM_MASK : image_seed;
+}
 
 static int sql_fail(sqlite3 *db, FimiError *err, const char *what) {
   return fimi_fail(err, "bank database: %s: %s", what, db ? sqlite3_errmsg(db) : "no connection");
@@ -18,6 +34,10 @@ static int sql_fail(sqlite3 *db, FimiError *err, const char *what) {
 
 int bank_image_build(uint64_t seed, BankImage *image, FimiError *err) {
   memset(image, 0, sizeof *image);
+  int64_t customers = bank_image_seed_customers(seed);
+  if (customers > BANK_MAX_CUSTOMERS)
+    return fimi_fail(err, "bank database: image seed %llu asks for %lld customers; at most %d",
+                     (unsigned long long)seed, (long long)customers, BANK_MAX_CUSTOMERS);
   sqlite3 *db = NULL;
   if (sqlite3_open(":memory:", &db) != SQLITE_OK) {
     sql_fail(db, err, "opening an in-memory database");
@@ -32,7 +52,8 @@ int bank_image_build(uint64_t seed, BankImage *image, FimiError *err) {
     return -1;
   }
   if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-      bank_seed_population(db, seed, BANK_IMAGE_CUSTOMERS, err) != 0 ||
+      bank_seed_population(db, bank_image_seed_random(seed), (int)customers, err) != 0 ||
+      (customers > BANK_DEFAULT_CUSTOMERS && sqlite3_exec(db, bank_schema_index_sql, NULL, NULL, NULL) != SQLITE_OK) ||
       sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
     if (!err || !err->failed) sql_fail(db, err, "seeding");
     sqlite3_close(db);
@@ -45,7 +66,7 @@ int bank_image_build(uint64_t seed, BankImage *image, FimiError *err) {
   image->bytes = bytes;
   image->size = size;
   image->seed = seed;
-  image->num_customers = BANK_IMAGE_CUSTOMERS;
+  image->num_customers = (int)customers;
   return 0;
 }
 
@@ -269,22 +290,53 @@ static int bind_values(sqlite3_stmt *stmt, const char *types, va_list ap) {
   return SQLITE_OK;
 }
 
-int bank_sql_run(sqlite3 *db, FimiError *err, const char *sql, const char *types, ...) {
-  sqlite3_stmt *stmt = NULL;
-  if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) return sql_fail(db, err, sql);
+// Binds `types` values, steps to completion and resets for the next run.
+static int run_prepared(sqlite3 *db, sqlite3_stmt *stmt, FimiError *err, const char *sql, const char *types,
+                        va_list ap) {
   int placeholders = sqlite3_bind_parameter_count(stmt);
-  if (placeholders != (int)strlen(types)) {
-    sqlite3_finalize(stmt);
+  if (placeholders != (int)strlen(types))
     return fimi_fail(err, "bank database: %zu values for %d placeholders in: %s", strlen(types), placeholders, sql);
-  }
-  va_list ap;
-  va_start(ap, types);
   int rc = bind_values(stmt, types, ap);
-  va_end(ap);
   if (rc == SQLITE_OK) {
     do rc = sqlite3_step(stmt);
     while (rc == SQLITE_ROW);
   }
+  int failed = rc != SQLITE_DONE ? sql_fail(db, err, sql) : 0;
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  return failed;
+}
+
+int bank_sql_run_cached(BankSqlCache *cache, sqlite3 *db, FimiError *err, const char *sql, const char *types, ...) {
+  sqlite3_stmt *stmt = NULL;
+  for (int i = 0; i < cache->count && !stmt; i++)
+    if (cache->sql[i] == sql) stmt = cache->stmt[i];
+  if (!stmt) {
+    if (cache->count == BANK_SQL_CACHE_MAX) return fimi_fail(err, "bank database: statement cache full");
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, NULL) != SQLITE_OK)
+      return sql_fail(db, err, sql);
+    cache->sql[cache->count] = sql;
+    cache->stmt[cache->count++] = stmt;
+  }
+  va_list ap;
+  va_start(ap, types);
+  int rc = run_prepared(db, stmt, err, sql, types, ap);
+  va_end(ap);
+  return rc;
+}
+
+void bank_sql_cache_free(BankSqlCache *cache) {
+  for (int i = 0; i < cache->count; i++) sqlite3_finalize(cache->stmt[i]);
+  memset(cache, 0, sizeof *cache);
+}
+
+int bank_sql_run(sqlite3 *db, FimiError *err, const char *sql, const char *types, ...) {
+  sqlite3_stmt *stmt = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) return sql_fail(db, err, sql);
+  va_list ap;
+  va_start(ap, types);
+  int rc = run_prepared(db, stmt, err, sql, types, ap);
+  va_end(ap);
   sqlite3_finalize(stmt);
-  return rc == SQLITE_DONE ? 0 : sql_fail(db, err, sql);
+  return rc;
 }

@@ -23,6 +23,10 @@ struct BankStmtCache;
 typedef struct BankPool BankPool;
 
 extern const char *const bank_schema_sql;
+// Indexes by customer of the tables tools filter by customer, created after
+// seeding in images above the default size (the default image has none, so
+// its bytes stay what they were).
+extern const char *const bank_schema_index_sql;
 
 // The bank's "today" in every image unless a task changes it.
 #define BANK_DEFAULT_TODAY "2026-01-15"
@@ -32,9 +36,25 @@ extern const char *const bank_schema_sql;
 typedef struct BankImage {
   unsigned char *bytes;  // sqlite3_serialize output (malloc'd, owned)
   int64_t size;
-  uint64_t seed;
+  uint64_t seed;      // the image seed it was built from (population size included)
   int num_customers;
 } BankImage;
+
+// The population of an image is part of its seed (docs/bank-database.md,
+// "Bank size"): the low 32 bits are the random seed, the bits above them the
+// number of customers, 0 meaning the default 30. So every image seed below
+// 2^32 names today's 30-customer bank, unchanged, and a task's
+// initial.image_seed alone says which bank it runs on; every cache of images
+// (the episode world, the generation context) keys on it as before.
+#define BANK_DEFAULT_CUSTOMERS 30
+#define BANK_MAX_CUSTOMERS 20000
+// Image seed of `customers` customers (0 or 30: the default bank) drawn from
+// `seed` (low 32 bits used when customers is given).
+uint64_t bank_image_seed(uint64_t seed, int customers);
+// The population an image seed asks for (may exceed BANK_MAX_CUSTOMERS: the
+// build then fails naming the limit), and its random seed.
+int64_t bank_image_seed_customers(uint64_t image_seed);
+uint64_t bank_image_seed_random(uint64_t image_seed);
 
 // How a charged write checks the customer's consent (docs/bank-database.md):
 // ARGUMENT: the tool's `customer_confirmed` argument must be true.
@@ -65,9 +85,11 @@ typedef struct BankEpisode {
   BankPool *pool;               // set when the episode came from bank_pool_acquire
 } BankEpisode;
 
-// Builds the seeded population (30 customers with varied KYC, accounts,
-// deposits, loans, cards, mandates, cheques, policies, schemes) and
-// serializes it. Same seed -> identical bytes.
+// Builds the seeded population (30 customers by default, more when the
+// image seed says so, with varied KYC, accounts, deposits, loans, cards,
+// mandates, cheques, policies, schemes) and serializes it. Same seed ->
+// identical bytes. Images above 30 customers also carry customer indexes
+// (bank_schema_index_sql) so per-customer lookups stay cheap.
 int bank_image_build(uint64_t seed, BankImage *image, FimiError *err);
 void bank_image_free(BankImage *image);
 
@@ -139,7 +161,22 @@ int bank_episode_customer_credentials(BankEpisode *ep, int n, char id[BANK_ID_MA
 // untrusted text: values always go through bindings).
 int bank_sql_run(sqlite3 *db, FimiError *err, const char *sql, const char *types, ...);
 
-// Seeds a freshly created schema (bank_seed.c).
+// bank_sql_run with the prepared statement kept in `cache`, keyed by the
+// SQL text's address (string literals), for code that runs the same few
+// statements thousands of times (the seeder). Free with bank_sql_cache_free.
+#define BANK_SQL_CACHE_MAX 64
+typedef struct BankSqlCache {
+  const char *sql[BANK_SQL_CACHE_MAX];
+  sqlite3_stmt *stmt[BANK_SQL_CACHE_MAX];
+  int count;
+} BankSqlCache;
+int bank_sql_run_cached(BankSqlCache *cache, sqlite3 *db, FimiError *err, const char *sql, const char *types, ...);
+void bank_sql_cache_free(BankSqlCache *cache);
+
+// Seeds a freshly created schema (env/bank/seed.c). Up to 30 customers use
+// the original id layout (one serial shared by every kind of id in the last
+// 5 digits); larger populations number each kind of id on its own, which
+// holds BANK_MAX_CUSTOMERS customers.
 int bank_seed_population(sqlite3 *db, uint64_t seed, int num_customers, FimiError *err);
 
 #endif

@@ -13,7 +13,13 @@
 #include "env/bank/db.h"
 #include "env/bank/money.h"
 
-#define RUN(...)                                             \
+// Per-customer inserts run thousands of times in a large bank: their
+// statements are prepared once (s->sql). The terms run once (RUN_ONCE).
+#define RUN(...)                                                           \
+  do {                                                                     \
+    if (bank_sql_run_cached(&s->sql, db, err, __VA_ARGS__) != 0) return -1; \
+  } while (0)
+#define RUN_ONCE(...)                                        \
   do {                                                       \
     if (bank_sql_run(db, err, __VA_ARGS__) != 0) return -1;  \
   } while (0)
@@ -48,11 +54,11 @@ static int64_t range64(Rng *rng, int64_t lo, int64_t hi) {
 static void date_text(int64_t days, char *out) { bank_date_format(days, out); }
 
 static int seed_terms(sqlite3 *db, FimiError *err) {
-  RUN("INSERT INTO bank_info VALUES ('name', ?), ('notice', ?), ('currency', 'INR'), ('gst_percent', '18')", "ss",
+  RUN_ONCE("INSERT INTO bank_info VALUES ('name', ?), ('notice', ?), ('currency', 'INR'), ('gst_percent', '18')", "ss",
       BANK_NAME,
       "Navadhan Bank is a fictional Indian retail bank invented for fimi; every customer, account and term is "
       "synthetic.");
-  RUN("INSERT INTO clock VALUES (1, ?)", "s", BANK_DEFAULT_TODAY);
+  RUN_ONCE("INSERT INTO clock VALUES (1, ?)", "s", BANK_DEFAULT_TODAY);
   static const struct {
     const char *name, *prefix;
     int width;
@@ -61,7 +67,7 @@ static int seed_terms(sqlite3 *db, FimiError *err) {
                   {"card", "CRD", 6},  {"chequebook", "CQB", 6}, {"request", "SR", 7},  {"claim", "CLM", 6},
                   {"enrolment", "ENR", 6}, {"form", "TXF", 6}};
   for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-    RUN("INSERT INTO counters VALUES (?, ?, ?, 1001)", "ssi", counters[i].name, counters[i].prefix, counters[i].width);
+    RUN_ONCE("INSERT INTO counters VALUES (?, ?, ?, 1001)", "ssi", counters[i].name, counters[i].prefix, counters[i].width);
   // FD slabs in days (terms of the synthetic bank); RD uses the same table.
   static const struct {
     int lo, hi, bp;
@@ -71,9 +77,9 @@ static int seed_terms(sqlite3 *db, FimiError *err) {
             {730, 1094, 700, "2 years to under 3 years"}, {1095, 1825, 675, "3 years to 5 years"},
             {1826, 3650, 650, "over 5 years to 10 years"}};
   for (size_t i = 0; i < sizeof fd / sizeof fd[0]; i++)
-    RUN("INSERT INTO interest_rates VALUES ('fd', ?, ?, 'days', ?, 50, ?)", "iiis", fd[i].lo, fd[i].hi, fd[i].bp,
+    RUN_ONCE("INSERT INTO interest_rates VALUES ('fd', ?, ?, 'days', ?, 50, ?)", "iiis", fd[i].lo, fd[i].hi, fd[i].bp,
         fd[i].label);
-  RUN("INSERT INTO interest_rates VALUES ('savings', 0, 100000000, 'balance_paise', 300, 0, 'balance up to Rs 10,00,000'),"
+  RUN_ONCE("INSERT INTO interest_rates VALUES ('savings', 0, 100000000, 'balance_paise', 300, 0, 'balance up to Rs 10,00,000'),"
       " ('savings', 100000001, 9000000000000000, 'balance_paise', 350, 0, 'part of balance above Rs 10,00,000'),"
       " ('personal_loan', 800, 900, 'credit_score', 1050, 0, 'credit score 800 and above'),"
       " ('personal_loan', 750, 799, 'credit_score', 1200, 0, 'credit score 750-799'),"
@@ -83,7 +89,7 @@ static int seed_terms(sqlite3 *db, FimiError *err) {
       " ('gold_loan', 0, 0, 'fixed', 925, 0, 'up to 75% of the gold value, tenure up to 12 months')",
       "");
   // Service charges: flat amount and/or percentage with min/max, GST on top.
-  RUN("INSERT INTO service_charges VALUES"
+  RUN_ONCE("INSERT INTO service_charges VALUES"
       " ('imps_upto_1000', 'IMPS transfer up to Rs 1,000', 0, 0, 0, 0, 0),"
       " ('imps_upto_100000', 'IMPS transfer above Rs 1,000 up to Rs 1,00,000', 500, 0, 0, 0, 1),"
       " ('imps_above_100000', 'IMPS transfer above Rs 1,00,000 up to Rs 5,00,000', 1500, 0, 0, 0, 1),"
@@ -105,9 +111,9 @@ static int seed_terms(sqlite3 *db, FimiError *err) {
       " ('home_loan_prepayment', 'Home loan (floating, individuals) prepayment/foreclosure', 0, 0, 0, 0, 0),"
       " ('fd_premature_penalty', 'FD/RD premature closure: rate for the period run minus 1.00%', 0, 100, 0, 0, 0)",
       "");
-  RUN("INSERT INTO gold_rates VALUES ('2026-01-13', 695000), ('2026-01-14', 698500), (?, 700000)", "s",
+  RUN_ONCE("INSERT INTO gold_rates VALUES ('2026-01-13', 695000), ('2026-01-14', 698500), (?, 700000)", "s",
       BANK_DEFAULT_TODAY);
-  RUN("INSERT INTO schemes VALUES"
+  RUN_ONCE("INSERT INTO schemes VALUES"
       " ('pmjjby', 'Pradhan Mantri Jeevan Jyoti Bima Yojana', 18, 50, 43600, 20000000,"
       "  'Life cover of Rs 2,00,000 for savings account holders aged 18-50; premium Rs 436 a year by auto-debit.'),"
       " ('pmsby', 'Pradhan Mantri Suraksha Bima Yojana', 18, 70, 2000, 20000000,"
@@ -119,18 +125,46 @@ static int seed_terms(sqlite3 *db, FimiError *err) {
   return 0;
 }
 
+// Kinds of seeded ids, each numbered on its own in populations above the
+// default size (per_kind below).
+static const char *const ID_PREFIXES[] = {"TXN", "SB", "CA", "CQB", "FD", "RD", "LN",
+                                          "CRD", "MND", "BEN", "POL", "ENR", "SR", "TXF"};
+#define NUM_ID_PREFIXES ((int)(sizeof ID_PREFIXES / sizeof ID_PREFIXES[0]))
+
 typedef struct {
   Rng *rng;
   int64_t today;
-  int serial;  // makes every generated id unique
+  int serial;      // makes every generated id unique (the default layout)
+  int per_kind;    // 1: one serial per id prefix (populations above the default)
+  int64_t kind_serial[NUM_ID_PREFIXES];
+  int overflow;    // a per-kind serial outgrew its digits
+  BankSqlCache sql;  // the per-customer inserts, prepared once
 } Seeder;
 
-// Seeded ids: `digits` digits, a random leading part that never starts with 0
-// and the serial number in the last 5 digits, so ids are unique and never
-// collide with counter-made ids (those start with zeros, see bank_db.c).
+static int prefix_index(const char *prefix) {
+  for (int i = 0; i < NUM_ID_PREFIXES; i++)
+    if (strcmp(ID_PREFIXES[i], prefix) == 0) return i;
+  return -1;
+}
+
+// Seeded ids: `digits` digits that never start with 0, so they never collide
+// with counter-made ids (those start with zeros, see env/bank/db.c).
+// Default layout (up to 30 customers): a random leading part and one serial
+// shared by all kinds in the last 5 digits. Per-kind layout: a random leading
+// digit 1-8 (never 9, so no SB9... account id meets the SB91 counter) and the
+// kind's own serial in the other digits-1 digits.
 static void next_id(Seeder *s, const char *prefix, int digits, char *out) {
-  s->serial++;
   int64_t lo = 1;
+  if (s->per_kind) {
+    int k = prefix_index(prefix);
+    int64_t serial = k >= 0 ? ++s->kind_serial[k] : 0;
+    for (int i = 0; i < digits - 1; i++) lo *= 10;
+    if (k < 0 || serial >= lo) s->overflow = 1;
+    int64_t value = range64(s->rng, 1, 8) * lo + serial % lo;
+    sprintf(out, "%s%0*lld", prefix, digits, (long long)value);
+    return;
+  }
+  s->serial++;
   for (int i = 0; i < digits - 6; i++) lo *= 10;
   int64_t value = range64(s->rng, lo, lo * 10 - 1) * 100000 + s->serial;
   sprintf(out, "%s%0*lld", prefix, digits, (long long)value);
@@ -426,9 +460,14 @@ int bank_seed_population(sqlite3 *db, uint64_t seed, int num_customers, FimiErro
   if (seed_terms(db, err) != 0) return -1;
   Rng rng;
   rng_seed(&rng, seed);
-  Seeder s = {&rng, 0, 0};
+  Seeder s = {.rng = &rng, .per_kind = num_customers > BANK_DEFAULT_CUSTOMERS};
   if (bank_date_parse(BANK_DEFAULT_TODAY, &s.today) != 0) return fimi_fail(err, "bad default date");
-  for (int i = 0; i < num_customers; i++)
-    if (seed_customer(db, &s, i, err) != 0) return -1;
+  if (num_customers < 1 || num_customers > BANK_MAX_CUSTOMERS)
+    return fimi_fail(err, "bank database: %d customers; the bank holds 1 to %d", num_customers, BANK_MAX_CUSTOMERS);
+  int rc = 0;
+  for (int i = 0; i < num_customers && rc == 0; i++) rc = seed_customer(db, &s, i, err);
+  bank_sql_cache_free(&s.sql);
+  if (rc != 0) return -1;
+  if (s.overflow) return fimi_fail(err, "bank database: %d customers outgrow a seeded id's digits", num_customers);
   return 0;
 }
