@@ -22,13 +22,15 @@ static void usage_to(FILE *out) {
           "       fimi env replay --task-file F --task ID\n"
           "       fimi env play --task-file F --task ID [--seed S]\n"
           "       fimi env transcripts --task-file F --out FILE [--catalog all|area|family] [--seed S] [--family PATTERN]\n"
+          "       fimi env corpus build --out DIR [--seed S] | report DIR\n"
           "  tools         list the bank's tools (name, area, read/write, charged, auth)\n"
           "    --markdown  print docs/tools.md;  --json  the tool schemas as a JSON array\n"
           "  sample        generate N tasks per family as JSONL (deterministic in --seed)\n"
           "  replay        print a task's gold chain with each tool's output and the values to communicate\n"
           "  play          be the agent: each input line is one turn (a message, or\n"
           "                <tool_call>{\"name\":..,\"arguments\":{..}}</tool_call>); prints the reward at the end\n"
-          "  transcripts   oracle conversations as SFT rows (messages with tool turns); --help for more\n");
+          "  transcripts   oracle conversations as SFT rows (messages with tool turns); --help for more\n"
+          "  corpus        the task corpus with its gated held-out, validation and training splits; --help for more\n");
 }
 
 static void usage(void) { usage_to(stderr); }
@@ -329,6 +331,9 @@ done:
   return rc;
 }
 
+// `fimi env corpus build|report` (cmd/cmd_env_corpus.c).
+int cmd_env_corpus(int argc, char **argv);
+
 int cmd_env(int argc, char **argv) {
   // argv[0] is "env".
   if (argc < 2) {
@@ -351,6 +356,7 @@ int cmd_env(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   if (strcmp(argv[1], "transcripts") == 0) return cmd_env_transcripts(argc - 2, argv + 2);
+  if (strcmp(argv[1], "corpus") == 0) return cmd_env_corpus(argc - 1, argv + 1);
   fprintf(stderr, "fimi env: unknown subcommand \"%s\" (see fimi env --help)\n", argv[1]);
   usage();
   return CLI_EXIT_USAGE;
