@@ -6,6 +6,8 @@
 #   double-wide MLP, full-attention layers with their own head dim and keys
 #   as values, partial ("proportional") rope, final softcap, odd sizes, and
 #   one model without per-layer embeddings or sharing;
+# - the text part of a multimodal Gemma4ForConditionalGeneration checkpoint
+#   (model_type gemma4, as the E2B/E4B checkpoints ship);
 # - a checkpoint `fimi train` writes after 3 SFT steps from such a model
 #   loading in Gemma4ForCausalLM with the same log-probs fimi computes.
 # Each HF model is randomized (norm gains, layer scalars and all), saved with
@@ -150,6 +152,32 @@ def test_logprob_parity(variant, tmp_path):
     randomize(model, seed=1234)
     model.save_pretrained(tmp_path, safe_serialization=True)
     compare(model, tmp_path, kwargs["vocab_size"], variant)
+
+
+def test_multimodal_checkpoint_text_parity(tmp_path):
+    """A Gemma4ForConditionalGeneration checkpoint (model_type gemma4 with
+    text, vision and audio configs, language model under
+    model.language_model.*), the layout google/gemma-4-E2B-it and E4B-it
+    ship: fimi reads its text_config, skips the vision and audio tensors,
+    and scores text as transformers' multimodal model does."""
+    kwargs = all_features()
+    text = transformers.Gemma4TextConfig(**kwargs)
+    vision = transformers.Gemma4VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                             num_attention_heads=2, num_key_value_heads=2, head_dim=16)
+    audio = transformers.Gemma4AudioConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                           output_proj_dims=32, subsampling_conv_channels=[8, 4])
+    cfg = transformers.Gemma4Config(text_config=text, vision_config=vision, audio_config=audio, boi_token_id=500,
+                                    eoi_token_id=501, image_token_id=502, video_token_id=503, boa_token_id=504,
+                                    eoa_token_index=505, audio_token_id=506)
+    cfg._attn_implementation = "eager"
+    cfg.text_config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.Gemma4ForConditionalGeneration(cfg).float().eval()
+    randomize(model, seed=4321)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["model_type"] == "gemma4" and "vision_config" in saved and "audio_config" in saved
+    compare(model, tmp_path, kwargs["vocab_size"], "gemma4 multimodal checkpoint, text only")
 
 
 def run_fimi(*args):
