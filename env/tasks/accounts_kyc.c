@@ -802,13 +802,13 @@ static const char *const TIERS[] = {"easy", "medium", "hard"};
 static int gen_own_transfer_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "own_transfer_graded", seed);
-  char c[4][TASK_GEN_COL_MAX];
+  char c[5][TASK_GEN_COL_MAX], variant[160];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT a.customer_id, a.account_id, b.account_id, a.balance_paise FROM accounts a JOIN accounts b"
-                 " ON a.customer_id = b.customer_id AND a.account_id <> b.account_id"
+                 "SELECT a.customer_id, a.account_id, b.account_id, a.balance_paise, a.account_type FROM accounts a"
+                 " JOIN accounts b ON a.customer_id = b.customer_id AND a.account_id <> b.account_id"
                  " WHERE a.status = 'active' AND b.status = 'active' AND a.balance_paise >= 200000"
                  " ORDER BY a.account_id, b.account_id",
-                 4, c, err));
+                 5, c, err));
   int tier = (int)task_gen_range(&rng, 0, 2);
   int64_t cap = atoll(c[3]) / 100 / 2;
   if (cap > 100000) cap = 100000;
@@ -839,7 +839,8 @@ static int gen_own_transfer_graded(const TaskGenContext *ctx, uint64_t seed, Tas
     FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\",\"%s\"]}", c[1], c[2]));
   if (tier == 2)
     FAM_TRY(fam_gold(t, err, "get_transactions", "account_id", 0, "{\"account_id\":\"%s\",\"limit\":5}", c[1]));
-  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], c[4]);
+  FAM_TRY(fam_variant(t, err, variant));
   fam_finish(t, CHECKS_WRITE);
   return 0;
 }
@@ -919,9 +920,10 @@ static int gen_all_balances_comm(const TaskGenContext *ctx, uint64_t seed, Task 
 static int gen_statement_too_long(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "statement_too_long", seed);
-  char c[2][TASK_GEN_COL_MAX], from[1][TASK_GEN_COL_MAX], sql[128];
-  FAM_TRY(fam_pick(ctx, &rng, "SELECT customer_id, account_id FROM accounts WHERE status = 'active' ORDER BY account_id",
-                 2, c, err));
+  char c[3][TASK_GEN_COL_MAX], from[1][TASK_GEN_COL_MAX], sql[128], variant[160];
+  FAM_TRY(fam_pick(ctx, &rng,
+                 "SELECT customer_id, account_id, account_type FROM accounts WHERE status = 'active' ORDER BY account_id",
+                 3, c, err));
   int years = (int)task_gen_range(&rng, 2, 4);
   snprintf(sql, sizeof sql, "SELECT date((SELECT today FROM clock), '-%d years')", years);
   FAM_TRY(task_gen_first(ctx, sql, NULL, 1, from, err));
@@ -936,7 +938,8 @@ static int gen_statement_too_long(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_gold(t, err, "list_accounts", "", 0, "{}"));
   FAM_TRY(fam_assert(t, err, "The agent does not order a statement longer than one year.", TASK_RULE_NOT_CALLED,
                    "request_statement", NULL));
-  FAM_TRY(fam_variant(t, err, delivery));
+  snprintf(variant, sizeof variant, "%s_%s", delivery, c[2]);
+  FAM_TRY(fam_variant(t, err, variant));
   fam_finish(t, CHECKS_WRITE);
   return 0;
 }
@@ -957,11 +960,13 @@ DEEP_FAMILY(fam_mobile_update, mobile_update, TASK_KIND_HAPPY, 0, "mobile,mobile
             "profile, then the new mobile (and e-mail)")
 DEEP_FAMILY(fam_dispute_other_reason, dispute_other_reason, TASK_KIND_TOOLS, 0, "double_debit,wrong_amount,not_received",
             "statement, dispute (not fraud), dispute status")
-DEEP_FAMILY(fam_own_transfer_graded, own_transfer_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED, "easy,medium,hard",
+DEEP_FAMILY(fam_own_transfer_graded, own_transfer_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED,
+            "easy_savings,easy_current,medium_savings,medium_current,hard_savings,hard_current",
             "graded: own-account transfer in 2, 4 or 6 steps")
 DEEP_FAMILY(fam_rekyc_graded, rekyc_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED, "easy,medium,hard",
             "graded: KYC status; re-KYC; profile, re-KYC and new address")
 DEEP_FAMILY(fam_all_balances_comm, all_balances_comm, TASK_KIND_HAPPY, TASK_FAMILY_COMMUNICATION, "savings,current",
             "both accounts' balances said")
-DEEP_FAMILY(fam_statement_too_long, statement_too_long, TASK_KIND_EDGE, 0, "email,branch",
+DEEP_FAMILY(fam_statement_too_long, statement_too_long, TASK_KIND_EDGE, 0,
+            "email_savings,email_current,branch_savings,branch_current",
             "statement over more than a year: refuse")

@@ -545,7 +545,9 @@ static int gen_card_channels_off(const TaskGenContext *ctx, uint64_t seed, Task 
   for (int i = 0; i < 2; i++)
     FAM_TRY(fam_gold(t, err, "set_card_channel_controls", "card_id,channel,enabled", 0,
                    "{\"card_id\":\"%s\",\"channel\":\"%s\",\"enabled\":false}", c[1], pairs[p][i]));
-  FAM_TRY(fam_variant(t, err, pairs[p][0]));
+  char variant[160];
+  snprintf(variant, sizeof variant, "%s_%s", pairs[p][0], c[2]);
+  FAM_TRY(fam_variant(t, err, variant));
   fam_finish(t, CHECKS_WRITE);
   return 0;
 }
@@ -709,13 +711,13 @@ static int gen_fraud_full_recovery(const TaskGenContext *ctx, uint64_t seed, Tas
 static int gen_mandate_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "mandate_graded", seed);
-  char c[5][TASK_GEN_COL_MAX], path[192];
+  char c[6][TASK_GEN_COL_MAX], path[192], variant[160];
   FAM_TRY(fam_pick(ctx, &rng,
                  "SELECT m.customer_id, m.mandate_id, m.merchant, m.account_id, (SELECT count(*) FROM mandates z"
-                 " WHERE z.customer_id = m.customer_id AND z.mandate_id < m.mandate_id) FROM mandates m"
+                 " WHERE z.customer_id = m.customer_id AND z.mandate_id < m.mandate_id), m.mandate_type FROM mandates m"
                  " JOIN accounts a ON a.account_id = m.account_id WHERE m.status = 'active' AND a.status = 'active'"
                  " ORDER BY m.mandate_id",
-                 5, c, err));
+                 6, c, err));
   int tier = (int)task_gen_range(&rng, 0, 2);
   fam_style(t, &rng);
   static const char *const en[] = {"What is the maximum my %s autopay can debit?", "Stop my %s autopay, please.",
@@ -737,7 +739,8 @@ static int gen_mandate_graded(const TaskGenContext *ctx, uint64_t seed, Task *t,
     FAM_TRY(fam_gold(t, err, "list_mandates", "", 0, "{}"));
     FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[3]));
   }
-  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], strcmp(c[5], "nach") == 0 ? "nach" : "upi");
+  FAM_TRY(fam_variant(t, err, variant));
   fam_finish(t, tier == 0 ? CHECKS_COMM : CHECKS_WRITE);
   return 0;
 }
@@ -746,7 +749,7 @@ static int gen_mandate_graded(const TaskGenContext *ctx, uint64_t seed, Task *t,
 static int gen_card_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "card_graded", seed);
-  char c[5][TASK_GEN_COL_MAX], path[192];
+  char c[5][TASK_GEN_COL_MAX], path[192], variant[160];
   FAM_TRY(fam_pick(ctx, &rng, SQL_CARD_FUNDED(""), 5, c, err));
   int tier = (int)task_gen_range(&rng, 0, 2);
   fam_style(t, &rng);
@@ -770,7 +773,8 @@ static int gen_card_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
     FAM_TRY(add_reissue(t, c[1], c[2], err));
     FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
   }
-  FAM_TRY(fam_variant(t, err, TIERS[tier]));
+  snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], c[2]);
+  FAM_TRY(fam_variant(t, err, variant));
   fam_finish(t, tier == 0 ? CHECKS_COMM : CHECKS_WRITE);
   return 0;
 }
@@ -832,7 +836,8 @@ DEEP_FAMILY(fam_hotlisted_unblock, hotlisted_unblock, TASK_KIND_EDGE, 0, "debit,
             "unblock of a hotlisted card: cards read, refuse")
 DEEP_FAMILY(fam_card_limit_over_cap, card_limit_over_cap, TASK_KIND_EDGE, 0, "atm,pos,online",
             "debit card limit above its cap: cards read, refuse")
-DEEP_FAMILY(fam_card_channels_off, card_channels_off, TASK_KIND_HAPPY, 0, "online,international,atm",
+DEEP_FAMILY(fam_card_channels_off, card_channels_off, TASK_KIND_HAPPY, 0,
+            "online_debit,online_credit,international_debit,international_credit,atm_debit,atm_credit",
             "two card channels switched off")
 DEEP_FAMILY(fam_card_expiry_comm, card_expiry_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION, "debit,credit",
             "card expiry and network said")
@@ -844,9 +849,11 @@ DEEP_FAMILY(fam_card_lost_replace, card_lost_replace, TASK_KIND_SEQ, 0, "lost,st
             "5 steps: cards, block, reissue, cards")
 DEEP_FAMILY(fam_fraud_full_recovery, fraud_full_recovery, TASK_KIND_SEQ, 0, "debit,credit",
             "8 steps: cards, block, statement, dispute, status, reissue, cards")
-DEEP_FAMILY(fam_mandate_graded, mandate_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED, "easy,medium,hard",
+DEEP_FAMILY(fam_mandate_graded, mandate_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED,
+            "easy_nach,easy_upi,medium_nach,medium_upi,hard_nach,hard_upi",
             "graded: mandate maximum; revoke; revoke, check and balance")
-DEEP_FAMILY(fam_card_graded, card_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED, "easy,medium,hard",
+DEEP_FAMILY(fam_card_graded, card_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED,
+            "easy_debit,easy_credit,medium_debit,medium_credit,hard_debit,hard_credit",
             "graded: card status; temporary block; lost card replaced")
 DEEP_FAMILY(fam_nominee_handoff, nominee_handoff, TASK_KIND_EDGE, 0, "savings,current",
             "nominee reports a death: no verification, hand-off (TRANSFER)")

@@ -822,11 +822,12 @@ static int gen_fd_insufficient_funds(const TaskGenContext *ctx, uint64_t seed, T
 static int gen_deposit_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "deposit_kyc_expired", seed);
-  char c[2][TASK_GEN_COL_MAX];
+  char c[3][TASK_GEN_COL_MAX], variant[160];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT c.customer_id, a.account_id FROM customers c JOIN accounts a ON a.customer_id = c.customer_id"
-                 " WHERE c.kyc_status = 'expired' AND a.status = 'active' ORDER BY a.account_id",
-                 2, c, err));
+                 "SELECT c.customer_id, a.account_id, a.account_type FROM customers c JOIN accounts a"
+                 " ON a.customer_id = c.customer_id WHERE c.kyc_status = 'expired' AND a.status = 'active'"
+                 " ORDER BY a.account_id",
+                 3, c, err));
   int rd = (int)task_gen_range(&rng, 0, 1);
   char amount[32];
   snprintf(amount, sizeof amount, "%d", rd ? (int)task_gen_range(&rng, 5, 50) * 100 : (int)task_gen_range(&rng, 10, 200) * 1000);
@@ -838,7 +839,8 @@ static int gen_deposit_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(fam_gold(t, err, "get_kyc_status", "", 0, "{}"));
   FAM_TRY(fam_assert(t, err, "The agent opens no deposit while KYC is expired.", TASK_RULE_NOT_CALLED,
                    rd ? "create_rd" : "create_fd", NULL));
-  FAM_TRY(fam_variant(t, err, rd ? "rd" : "fd"));
+  snprintf(variant, sizeof variant, "%s_%s", rd ? "rd" : "fd", c[2]);
+  FAM_TRY(fam_variant(t, err, variant));
   fam_finish(t, CHECKS_WRITE);
   return 0;
 }
@@ -1138,7 +1140,7 @@ DEEP_FAMILY(fam_senior_fd_booking, senior_fd_booking, TASK_KIND_SEQ, 0, "savings
             "5 steps: profile (age), rates, senior quote, book")
 DEEP_FAMILY(fam_fd_insufficient_funds, fd_insufficient_funds, TASK_KIND_EDGE, 0, "savings,current",
             "FD above the balance: balance read, refuse")
-DEEP_FAMILY(fam_deposit_kyc_expired, deposit_kyc_expired, TASK_KIND_EDGE, 0, "fd,rd",
+DEEP_FAMILY(fam_deposit_kyc_expired, deposit_kyc_expired, TASK_KIND_EDGE, 0, "fd_savings,fd_current,rd_savings,rd_current",
             "FD or RD with expired KYC: status read, refuse")
 DEEP_FAMILY(fam_home_loan_apply, home_loan_apply, TASK_KIND_SEQ, 0, "10y,15y,20y",
             "5 steps: home loan rates, eligibility, fee confirmed, apply, loans")
