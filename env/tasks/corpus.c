@@ -66,7 +66,7 @@ void corpus_config_default(CorpusConfig *c) {
 
 uint64_t corpus_fnv1a64(const void *data, size_t size) {
   const unsigned char *p = data;
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = 14695981039346656037ULL;  // the FNV-1a 64 offset basis
   for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 1099511628211ULL;
   return h;
 }
