@@ -19,6 +19,7 @@ TARGETS=(
   "fuzz_toolcall:toolcall.dict:tests/fuzz/seeds/toolcall"
   "fuzz_env_tools:env_tools.dict:tests/fuzz/seeds/env_tools"
   "fuzz_mcp:mcp.dict:tests/fuzz/seeds/mcp"
+  "fuzz_corpus_manifest:corpus_manifest.dict:tests/fuzz/seeds/corpus_manifest"
 )
 names=()
 for entry in "${TARGETS[@]}"; do names+=("${entry%%:*}"); done
