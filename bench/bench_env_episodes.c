@@ -3,10 +3,13 @@
 // the gold replay, fixture, gold chain, values), the oracle's turns through
 // the tool-call parser, the tools and the simulated customer, env_score
 // (digest of the mutable tables, sequence/LCS, comm, judge) and env_close.
-// Tasks come from every registered family (generated before timing). Prints
-// episodes per second over all families and per family.
+// Tasks come from every registered family (generated before timing) on the
+// default 30-customer bank, or with --customers C on a bank of C customers
+// (the corpus bank is 1,000; docs/corpus.md). Prints the image's build time
+// and size, episodes per second over all families and per family.
 //
 // Usage: bench_env_episodes [--episodes N] (default 4000) [--per-family K] (default 20)
+//                           [--customers C] (default 30)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,19 +70,27 @@ static double run_digest(EnvWorld *world, const Task *tasks, int n, int count) {
 }
 
 int main(int argc, char **argv) {
-  int episodes = 4000, per_family = 20;
+  int episodes = 4000, per_family = 20, customers = BANK_DEFAULT_CUSTOMERS;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--episodes") == 0) episodes = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--per-family") == 0) per_family = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--customers") == 0) customers = atoi(argv[i + 1]);
   }
-  if (episodes < 1 || per_family < 1) {
-    fprintf(stderr, "usage: bench_env_episodes [--episodes N] [--per-family K]\n");
+  if (episodes < 1 || per_family < 1 || customers < 1 || customers > BANK_MAX_CUSTOMERS) {
+    fprintf(stderr, "usage: bench_env_episodes [--episodes N] [--per-family K] [--customers C]\n");
     return 2;
   }
   FimiError err = {0};
   TaskGenContext ctx;
   EnvWorld *world = NULL;
-  if (task_gen_context_init(&ctx, 1, &err) != 0 || env_world_create(&world, &err) != 0) die("setup", &err);
+  uint64_t image_seed = bank_image_seed(1, customers);
+  BankImage timed;
+  double build_start = now_seconds();
+  if (bank_image_build(image_seed, &timed, &err) != 0) die("image", &err);
+  printf("image: %d customers, %lld bytes, built in %.1f ms\n", timed.num_customers, (long long)timed.size,
+         1e3 * (now_seconds() - build_start));
+  bank_image_free(&timed);
+  if (task_gen_context_init(&ctx, image_seed, &err) != 0 || env_world_create(&world, &err) != 0) die("setup", &err);
   int families = task_family_count();
   Task *tasks = calloc((size_t)families * (size_t)per_family, sizeof *tasks);
   if (!tasks) return 1;
