@@ -36,32 +36,39 @@ typedef struct FamilyStats {
   int with_variant, variant_seen[16], gold_lengths[TASK_SLICE_DEEP_MAX_GOLD + 2];
 } FamilyStats;
 
-// Arguments that carry no reward-relevant value: free text in the
-// customer's or agent's words, and the consent flag (checked separately).
-static int free_argument(const char *tool, const char *arg) {
-  static const char *const free_args[] = {"customer_confirmed", "description", "remarks", "nickname", NULL};
-  for (int i = 0; free_args[i]; i++)
-    if (strcmp(arg, free_args[i]) == 0) return 1;
-  return strcmp(tool, "transfer_to_human_agent") == 0 && strcmp(arg, "reason") == 0;
-}
+// The consent flag is checked apart from the arguments the sequence check
+// compares.
+static int free_argument(const char *arg) { return strcmp(arg, "customer_confirmed") == 0; }
 
-// The one first-round action without a relevant argument: complaint_request
-// leaves the service request's category to the agent (its generated tasks
-// stay byte-identical, so it keeps the name-only comparison).
+// First-round actions whose arguments are all free text or the agent's call
+// (a hand-off reason, a service request's wording and category): their
+// generated tasks stay byte-identical, so they keep the name-only comparison
+// (and the corpus's relevant-arguments gate leaves them out).
 static int legacy_name_only(const char *family, const char *tool) {
-  return strcmp(family, "complaint_request") == 0 && strcmp(tool, "create_service_request") == 0;
+  static const char *const legacy[][2] = {{"recovery_complaint", "transfer_to_human_agent"},
+                                          {"claim_escalate", "transfer_to_human_agent"},
+                                          {"request_escalate", "transfer_to_human_agent"},
+                                          {"complaint_request", "create_service_request"}};
+  for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++)
+    if (strcmp(family, legacy[i][0]) == 0 && strcmp(tool, legacy[i][1]) == 0) return 1;
+  return 0;
 }
 
-// Every gold action compares at least one argument unless all of its
-// arguments are free (or it has none).
+// Every gold action with arguments (the consent flag aside) compares at
+// least one of them, and no compared value is empty.
 static void check_relevant(const Task *t) {
   for (int i = 0; i < t->num_gold; i++) {
     const TaskAction *a = &t->gold[i];
-    int compared = 0;
+    int arguments = 0;
     for (const cJSON *arg = a->arguments ? a->arguments->child : NULL; arg; arg = arg->next)
-      compared += !free_argument(a->name, arg->string);
-    CHECK(a->num_relevant > 0 || compared == 0 || legacy_name_only(t->family, a->name),
+      arguments += !free_argument(arg->string);
+    CHECK(a->num_relevant > 0 || arguments == 0 || legacy_name_only(t->family, a->name),
           "%s: gold step %d (%s) has arguments but none is reward-relevant", t->id, i, a->name);
+    for (int r = 0; r < a->num_relevant; r++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->arguments, a->relevant[r]);
+      CHECK(v && !(cJSON_IsString(v) && !*v->valuestring), "%s: gold step %d: relevant %s is empty", t->id, i,
+            a->relevant[r]);
+    }
   }
 }
 

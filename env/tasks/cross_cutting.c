@@ -779,27 +779,26 @@ static int gen_card_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   return 0;
 }
 
-// ---- nominee_handoff (edge, TRANSFER, 1 step): a nominee reports a death -----------------
-static int gen_nominee_handoff(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
+// ---- mandate_already_expired (edge, 2 steps): an expired autopay needs no revoking ------
+static int gen_mandate_already_expired(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
-  fam_rng(&rng, "nominee_handoff", seed);
-  char c[3][TASK_GEN_COL_MAX];
+  fam_rng(&rng, "mandate_already_expired", seed);
+  char c[4][TASK_GEN_COL_MAX], sql[256];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT a.account_id, a.account_type, c.name FROM accounts a JOIN customers c ON c.customer_id ="
-                 " a.customer_id WHERE a.status = 'active' ORDER BY a.account_id",
-                 3, c, err));
+                 "SELECT customer_id, mandate_id, merchant, mandate_type FROM mandates WHERE status = 'active'"
+                 " ORDER BY mandate_id",
+                 4, c, err));
+  // The story: the mandate's end date passed last month.
+  snprintf(sql, sizeof sql, "UPDATE mandates SET status = 'expired' WHERE mandate_id = '%s'", c[1]);
+  FAM_TRY(task_add_fixture(t, sql, err));
   fam_style(t, &rng);
-  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
-                 "My father %s passed away last month. I am the nominee on his account %s. What do I do?",
-                 "Mere papa %s pichhle mahine guzar gaye. Main unke account %s ka nominee hoon. Ab kya karna hai?",
-                 "father %s expired. nominee of acct %s. claim?", c[2], c[1]));
-  FAM_TRY(fam_gold(t, err, "transfer_to_human_agent", "", 0,
-                 "{\"reason\":\"Nominee reports the death of the holder of account %s; deceased claim\"}", c[0]));
-  FAM_TRY(fam_assert(t, err, "The agent hands the nominee to a human.", TASK_RULE_END_IS, "transfer", NULL));
-  FAM_TRY(fam_assert(t, err, "The agent does not verify the caller as the account holder.", TASK_RULE_NOT_CALLED,
-                   "verify_customer", NULL));
-  t->expected_end = TASK_END_TRANSFER;
-  FAM_TRY(fam_variant(t, err, c[1]));
+  FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "Please cancel my %s autopay before it debits me again.",
+                 "%s wala autopay cancel karo, phir se paise na katein.", "cancel %s autopay pls", c[2]));
+  FAM_TRY(task_gen_add_verify(ctx, t, c[0], err));
+  FAM_TRY(fam_gold(t, err, "list_mandates", "", 0, "{}"));
+  FAM_TRY(fam_assert(t, err, "The agent does not try to revoke a mandate that has already expired.",
+                   TASK_RULE_NOT_CALLED, "revoke_mandate", NULL));
+  FAM_TRY(fam_variant(t, err, strcmp(c[3], "nach") == 0 ? "nach" : "upi"));
   fam_finish(t, CHECKS_WRITE);
   return 0;
 }
@@ -855,7 +854,7 @@ DEEP_FAMILY(fam_mandate_graded, mandate_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADE
 DEEP_FAMILY(fam_card_graded, card_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED,
             "easy_debit,easy_credit,medium_debit,medium_credit,hard_debit,hard_credit",
             "graded: card status; temporary block; lost card replaced")
-DEEP_FAMILY(fam_nominee_handoff, nominee_handoff, TASK_KIND_EDGE, 0, "savings,current",
-            "nominee reports a death: no verification, hand-off (TRANSFER)")
+DEEP_FAMILY(fam_mandate_already_expired, mandate_already_expired, TASK_KIND_EDGE, 0, "nach,upi",
+            "revoke an expired mandate: mandates read, nothing to revoke")
 DEEP_FAMILY(fam_transfer_limits_comm, transfer_limits_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION,
             "upi,imps,rtgs,cooling", "one transfer limit said")

@@ -128,7 +128,7 @@ void fam_rupees_tool(int64_t paise, char out[32]);
   X(fam_claim_over_cover) X(fam_policy_renewal_comm) X(fam_scheme_graded) \
   X(fam_card_unblock) X(fam_hotlisted_unblock) X(fam_card_limit_over_cap) X(fam_card_channels_off) \
   X(fam_card_expiry_comm) X(fam_cheque_stop_cleared) X(fam_positive_pay_below_min) X(fam_card_lost_replace) \
-  X(fam_fraud_full_recovery) X(fam_mandate_graded) X(fam_card_graded) X(fam_nominee_handoff) \
+  X(fam_fraud_full_recovery) X(fam_mandate_graded) X(fam_card_graded) X(fam_mandate_already_expired) \
   X(fam_transfer_limits_comm)
 FAM_FAMILIES(FAM_FAMILY)
 #undef FAM_FAMILY
