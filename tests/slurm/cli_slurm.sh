@@ -27,7 +27,8 @@
 #      the straight run's weights and metrics too.
 # And launch/slurm/grpo.sbatch: tiny GRPO (tests/lib_grpo.sh) for 2 steps on
 # 1 train rank + 1 env rank (dist.roles=train*1,env*1): COMPLETED, the env
-# rank served the episodes, a checkpoint at step 2.
+# rank served the episodes, a checkpoint at step 2; launch/slurm/sft.sbatch:
+# tiny SFT for 2 steps on 2 ranks, COMPLETED with its checkpoint.
 # Prints the test's wall time. Usage: cli_slurm.sh PATH/TO/fimi
 set -uo pipefail
 FIMI="$1"
@@ -245,8 +246,19 @@ expect_true "job 4: the env rank served the episodes" grep -qE "env rank 0: [1-9
   "$WORK/grpo.out"
 expect_true "job 4: step 2 complete" test -f "$WORK/grpo/step_000002/DONE"
 
+# 5. SFT (the DPO run's tokenizer and initial model)
+expect_ok "tokenize SFT rows" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-train.jsonl" \
+  --tokenizer "$WORK/data/tokenizer.json" --out "$WORK/data/sft.h5"
+ID5=$(env FIMI_RUN="$WORK/sft" FIMI_CONFIG="$SRC/configs/tiny-cpu-sft.ini" sbatch --parsable "${SBATCH_ARGS[@]}" \
+  --job-name=sft --output="$WORK/sft.out" "$SRC/launch/slurm/sft.sbatch" --set train.init="$WORK/data/init" \
+  --set data.train="$WORK/data/sft.h5" --set data.eval= --set train.progress=false --set train.steps=2 | cut -d';' -f1)
+expect_ok "job 5 (SFT) ends" wait_state "$ID5" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
+expect_true "job 5 COMPLETED" test "$(job_field "$ID5" JobState)" = COMPLETED
+expect_true "job 5: ZeRO-3 across 2 ranks" grep -q "ZeRO-3 across 2 ranks" "$WORK/sft.out"
+expect_true "job 5: step 2 complete" test -f "$WORK/sft/step_000002/DONE"
+
 if [ "$failures" -ne 0 ]; then
-  for f in straight cancelled requeued grpo; do echo "--- $f.out"; tail -30 "$WORK/$f.out" 2>/dev/null; done
+  for f in straight cancelled requeued grpo sft; do echo "--- $f.out"; tail -30 "$WORK/$f.out" 2>/dev/null; done
 fi
-echo "cli_slurm: wall time $((SECONDS - T_START)) s (cluster start, data, 5 job runs)"
+echo "cli_slurm: wall time $((SECONDS - T_START)) s (cluster start, data, 6 job runs)"
 cli_summary
