@@ -169,6 +169,17 @@ static void carve_layer(Carver *c, LayerActs *a, const GemmaConfig *cfg, size_t 
   }
 }
 
+// k[l], v[l] (N, kvd of l) for each layer kv-shared layers read, NULL for the others.
+static void carve_stored_kv(Carver *c, const GemmaConfig *cfg, size_t N, float **k, float **v) {
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape s;
+    gemma_layer_shape(cfg, l, &s);
+    size_t kvd = (size_t)s.kv_heads * s.head_dim;
+    k[l] = s.stores_kv ? carve(c, N * kvd) : NULL;
+    v[l] = s.stores_kv ? carve(c, N * kvd) : NULL;
+  }
+}
+
 // Gemma 4: the per-layer inputs and the stored keys/values of the layers
 // kv-shared layers read (kept whatever the recompute setting: a shared
 // layer's recompute reads them).
@@ -180,13 +191,7 @@ static void carve_gemma4_forward(Carver *c, GemmaActivations *acts, const GemmaC
     acts->ple_rstd = carve(c, N * L);
     acts->ple_normed = carve(c, N * L * P);
   }
-  for (int l = 0; l < (int)L; l++) {
-    GemmaLayerShape s;
-    gemma_layer_shape(cfg, l, &s);
-    size_t kvd = (size_t)s.kv_heads * s.head_dim;
-    acts->store_k[l] = s.stores_kv ? carve(c, N * kvd) : NULL;
-    acts->store_v[l] = s.stores_kv ? carve(c, N * kvd) : NULL;
-  }
+  carve_stored_kv(c, cfg, N, acts->store_k, acts->store_v);
 }
 
 // Forward state: residual stream, layer sets, final norm, LM head lse, and
@@ -231,13 +236,7 @@ static size_t carve_backward(Carver *c, GemmaActivations *acts, const GemmaConfi
     acts->dple_flat = carve(c, N * L * P);
     acts->dple_proj = carve(c, N * L * P);
   }
-  for (int l = 0; l < (int)L; l++) {
-    GemmaLayerShape s;
-    gemma_layer_shape(cfg, l, &s);
-    size_t layer_kvd = (size_t)s.kv_heads * s.head_dim;
-    acts->dstore_k[l] = s.stores_kv ? carve(c, N * layer_kvd) : NULL;
-    acts->dstore_v[l] = s.stores_kv ? carve(c, N * layer_kvd) : NULL;
-  }
+  carve_stored_kv(c, cfg, N, acts->dstore_k, acts->dstore_v);
   return c->used;
 }
 

@@ -865,6 +865,12 @@ static void add_eos(cJSON *root, const GemmaConfig *c) {
   for (int i = 0; i < c->num_extra_eos; i++) cJSON_AddItemToArray(list, cJSON_CreateNumber(c->extra_eos_token_ids[i]));
 }
 
+static void add_layer_types(cJSON *root, const GemmaConfig *c) {
+  cJSON *types = cJSON_AddArrayToObject(root, "layer_types");
+  for (int i = 0; i < c->num_hidden_layers; i++)
+    cJSON_AddItemToArray(types, cJSON_CreateString(c->layer_is_sliding[i] ? "sliding_attention" : "full_attention"));
+}
+
 static void add_rope_gemma4(cJSON *root, const GemmaConfig *c) {
   cJSON *rp = cJSON_AddObjectToObject(root, "rope_parameters");
   cJSON *full = cJSON_AddObjectToObject(rp, "full_attention");
@@ -898,9 +904,7 @@ static cJSON *config_object_gemma4(const GemmaConfig *c, const char *torch_dtype
   cJSON_AddNumberToObject(root, "hidden_size_per_layer_input", c->hidden_size_per_layer_input);
   add_float(root, "initializer_range", 0.02);
   cJSON_AddNumberToObject(root, "intermediate_size", c->intermediate_size);
-  cJSON *types = cJSON_AddArrayToObject(root, "layer_types");
-  for (int i = 0; i < c->num_hidden_layers; i++)
-    cJSON_AddItemToArray(types, cJSON_CreateString(c->layer_is_sliding[i] ? "sliding_attention" : "full_attention"));
+  add_layer_types(root, c);
   cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_position_embeddings);
   cJSON_AddStringToObject(root, "model_type", "gemma4_text");
   cJSON_AddNumberToObject(root, "num_attention_heads", c->num_attention_heads);
@@ -940,9 +944,7 @@ static cJSON *config_object(const GemmaConfig *c, const char *torch_dtype) {
   cJSON_AddNumberToObject(root, "hidden_size", c->hidden_size);
   add_float(root, "initializer_range", 0.02);
   cJSON_AddNumberToObject(root, "intermediate_size", c->intermediate_size);
-  cJSON *types = cJSON_AddArrayToObject(root, "layer_types");
-  for (int i = 0; i < c->num_hidden_layers; i++)
-    cJSON_AddItemToArray(types, cJSON_CreateString(c->layer_is_sliding[i] ? "sliding_attention" : "full_attention"));
+  add_layer_types(root, c);
   cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_position_embeddings);
   cJSON_AddStringToObject(root, "model_type", g3 ? "gemma3_text" : "gemma2");
   cJSON_AddNumberToObject(root, "num_attention_heads", c->num_attention_heads);

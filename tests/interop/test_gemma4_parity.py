@@ -26,6 +26,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "Gemma4ForCausalLM"):
     pytest.skip("this transformers has no Gemma 4", allow_module_level=True)
+from hf_parity import hf_logprobs  # noqa: E402  (the Gemma 2/3 parity test's reference log-probs)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.environ.get("FIMI_BUILD_DIR", os.path.join(REPO_ROOT, "build"))
@@ -104,14 +105,6 @@ def randomize(model, seed):
         for name, b in model.named_buffers():
             if name.endswith("layer_scalar"):
                 b.copy_(0.5 + torch.rand(b.shape, generator=gen))
-
-
-def hf_logprobs(model, ids):
-    """log p(ids[t] | ids[<t]) for t = 1..T-1, float64 list."""
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([ids])).logits[0].double()
-    logp = torch.log_softmax(logits[:-1], dim=-1)
-    return logp.gather(1, torch.tensor(ids[1:]).unsqueeze(1)).squeeze(1).tolist()
 
 
 def fimi_logprobs(model_dir, ids):
