@@ -741,7 +741,7 @@ static int gen_mandate_graded(const TaskGenContext *ctx, uint64_t seed, Task *t,
   }
   snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], strcmp(c[5], "nach") == 0 ? "nach" : "upi");
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, tier == 0 ? CHECKS_COMM : CHECKS_WRITE);
+  fam_finish(t, CHECKS_WRITE);
   return 0;
 }
 
@@ -775,7 +775,7 @@ static int gen_card_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   }
   snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], c[2]);
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, tier == 0 ? CHECKS_COMM : CHECKS_WRITE);
+  fam_finish(t, CHECKS_WRITE);
   return 0;
 }
 

@@ -927,7 +927,7 @@ static int gen_gold_loan_graded(const TaskGenContext *ctx, uint64_t seed, Task *
   if (tier == 0) {
     FAM_TRY(task_add_communicate(t, "22-carat rate per gram", r, "rate_22k_per_gram", err));
     FAM_TRY(fam_variant(t, err, TIERS[tier]));
-    fam_finish(t, CHECKS_COMM);
+    fam_finish(t, CHECKS_WRITE);
     return 0;
   }
   FAM_TRY(fam_field(t, err, "gold_weight", grams_text, "weight", "grams", NULL));
@@ -938,7 +938,7 @@ static int gen_gold_loan_graded(const TaskGenContext *ctx, uint64_t seed, Task *
   if (tier == 1) {
     FAM_TRY(task_add_communicate(t, "maximum loan", q, "max_loan_amount", err));
     FAM_TRY(fam_variant(t, err, TIERS[tier]));
-    fam_finish(t, CHECKS_COMM);
+    fam_finish(t, CHECKS_WRITE);
     return 0;
   }
   char max_text[64];
