@@ -88,13 +88,21 @@ static int print_sharded_tables(const char *dir, const char *index_path, int64_t
 static void print_config_summary(const GemmaConfig *c) {
   int sliding = 0;
   for (int i = 0; i < c->num_hidden_layers; i++) sliding += c->layer_is_sliding[i];
-  printf("architecture: %s\n", c->family == GEMMA_FAMILY_GEMMA2 ? "gemma2" : "gemma3_text");
+  printf("architecture: %s\n", c->family == GEMMA_FAMILY_GEMMA2   ? "gemma2"
+                                : c->family == GEMMA_FAMILY_GEMMA4 ? "gemma4_text"
+                                                                   : "gemma3_text");
   printf("layers %d (%d sliding, window %d), hidden %d, intermediate %d, heads %d, kv heads %d, head_dim %d\n",
          c->num_hidden_layers, sliding, c->sliding_window, c->hidden_size, c->intermediate_size,
          c->num_attention_heads, c->num_key_value_heads, c->head_dim);
   printf("vocab %d, rope theta %g (sliding %g, linear scaling %g), query_pre_attn_scalar %g\n", c->vocab_size,
          c->rope_theta, c->rope_local_base_freq, c->rope_scaling_factor, c->query_pre_attn_scalar);
   printf("softcaps: attention %g, final %g (0 = none)\n", c->attn_logit_softcapping, c->final_logit_softcapping);
+  if (c->family == GEMMA_FAMILY_GEMMA4)
+    printf("gemma 4: per-layer inputs %d, full layers head_dim %d (kv heads %d, keys as values %d), "
+           "%d kv-shared layers (double-wide MLP %d), rope on %g of full layers' dims\n",
+           c->hidden_size_per_layer_input, c->global_head_dim,
+           c->num_global_key_value_heads ? c->num_global_key_value_heads : c->num_key_value_heads, c->attention_k_eq_v,
+           c->num_kv_shared_layers, c->use_double_wide_mlp, c->partial_rotary_factor);
   printf("parameters (tied embedding once): %lld\n", (long long)gemma_config_param_count(c));
 }
 
