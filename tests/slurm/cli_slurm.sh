@@ -19,8 +19,8 @@
 #      ranks wrote it, and with the Python safetensors package when present;
 #   2. mpirun inside the allocation, cancelled (scancel) after its step-6
 #      checkpoint, then the same script submitted again: it resumes and ends
-#      with the straight run's final weights (every shard file byte for
-#      byte) and per-step metrics;
+#      with the straight run's final weights and optimizer shards (every
+#      file byte for byte) and per-step metrics;
 #   3. srun, sent USR1 after its step-3 checkpoint as Slurm does before a
 #      time limit or preemption (--signal=B:USR1@...): the job requeues
 #      itself, restarts as the same job (Restarts=1), resumes, and ends with
@@ -168,10 +168,10 @@ wait_file() {  # wait_file PATH SECONDS
   return 1
 }
 jobcomp_state() { sed -n "s/^JobId=$1 .* JobState=\([A-Z_]*\) .*/\1/p" "$C/jobcomp.txt" | tail -1; }
-same_run() {  # same_run RUN_A RUN_B: step-12 weight files and per-step metrics identical
+same_run() {  # same_run RUN_A RUN_B: step-12 weight and optimizer files and per-step metrics identical
   local a="$1/step_000012" b="$2/step_000012" f
   [ -f "$a/model.safetensors.index.json" ] && cmp "$a/model.safetensors.index.json" "$b/model.safetensors.index.json" || return 1
-  for f in "$a"/model-*.safetensors; do cmp "$f" "$b/$(basename "$f")" || return 1; done
+  for f in "$a"/model-*.safetensors "$a"/optimizer-rank*.h5; do cmp "$f" "$b/$(basename "$f")" || return 1; done
   diff <(metrics_without_timing "$1/metrics.jsonl") <(metrics_without_timing "$2/metrics.jsonl")
 }
 
@@ -215,7 +215,7 @@ ID2B=$(submit cancelled "$WORK/cancelled" FIMI_LAUNCHER=mpirun)
 expect_ok "job 2 resubmitted ends" wait_state "$ID2B" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
 expect_true "job 2 resubmitted COMPLETED" test "$(job_field "$ID2B" JobState)" = COMPLETED
 expect_true "job 2 resubmitted resumed" grep -q "resuming $WORK/cancelled" "$WORK/cancelled.out"
-expect_ok "cancelled + resubmitted equals the straight run (weights byte for byte, metrics)" \
+expect_ok "cancelled + resubmitted equals the straight run (weights and optimizer byte for byte, metrics)" \
   same_run "$WORK/straight" "$WORK/cancelled"
 
 # 3. USR1 (the time limit's or a preemption's warning): requeued, resumed
@@ -230,7 +230,7 @@ expect_ok "job 3 ends" wait_state "$ID3" 120 COMPLETED FAILED CANCELLED TIMEOUT 
 expect_true "job 3 COMPLETED after its restart" test "$(job_field "$ID3" JobState)" = COMPLETED
 expect_true "job 3 requeued itself on USR1" grep -q "USR1: the allocation ends soon; requeueing" "$WORK/requeued.out"
 expect_true "job 3's restart resumed" grep -q "restart 1; .*resuming $WORK/requeued" "$WORK/requeued.out"
-expect_ok "requeued + resumed equals the straight run (weights byte for byte, metrics)" \
+expect_ok "requeued + resumed equals the straight run (weights and optimizer byte for byte, metrics)" \
   same_run "$WORK/straight" "$WORK/requeued"
 
 # 4. GRPO with an env rank
