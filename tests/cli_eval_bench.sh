@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/cli_eval_bench.sh: `fimi eval bench` end to end (docs/evaluation-bench.md).
 #   - build: the committed case set (tests/data/bench/cases.jsonl) is exactly
-#     what `fimi env sample --family all --n 3 --seed 1` + `bench build` give;
+#     what `fimi env sample --family all --n 3 --seed 1` (the first 62
+#     families' 186 tasks: the set predates the second-round families) +
+#     `bench build` give;
 #   - the oracle passes every gate of every case at 3 attempts; for the
 #     random agent, Pass^n, Pass@n, Mean and Avg@n overall, per category and
 #     per axis, and the gate and check counts, recomputed in Python from the
@@ -21,7 +23,8 @@ CASES="$SRC/tests/data/bench/cases.jsonl"
 expect_fail "usage" "fimi eval bench build" "$FIMI" eval bench
 
 # ---- the committed case set is the builder's output ---------------------------------------------
-expect_ok "sample" "$FIMI" env sample --family all --n 3 --seed 1 --out "$WORK/tasks.jsonl"
+expect_ok "sample" "$FIMI" env sample --family all --n 3 --seed 1 --out "$WORK/all-tasks.jsonl"
+head -n 186 "$WORK/all-tasks.jsonl" > "$WORK/tasks.jsonl"  # registry order: the first 62 families
 expect_ok "build" "$FIMI" eval bench build --tasks "$WORK/tasks.jsonl" --out "$WORK/cases.jsonl"
 expect_true "build prints the categories" grep -q "capability" "$WORK/out"
 expect_true "committed cases are fresh (rebuild with the two commands above)" cmp "$WORK/cases.jsonl" "$CASES"
