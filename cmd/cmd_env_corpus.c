@@ -11,6 +11,7 @@
 #include "cmd/cli.h"
 #include "core/fileio.h"
 #include "env/tasks/corpus.h"
+#include "env/tasks/family.h"
 
 static void usage_to(FILE *out) {
   fprintf(out,
@@ -22,7 +23,8 @@ static void usage_to(FILE *out) {
           "          heldout.jsonl, validation.jsonl, train.jsonl and manifest.json\n"
           "          --total N  corpus size (default 48245; the splits shrink with it below 11,100)\n"
           "  report  print the tables: tasks per family, kind and use case, chain lengths,\n"
-          "          opening lines, check mix, gate rejections, use-case shares against the paper\n",
+          "          opening lines, named variants, check mix, gate rejections, use-case shares\n"
+          "          against the paper\n",
           CORPUS_CUSTOMERS);
 }
 
@@ -211,6 +213,28 @@ static void print_checks(const Split *sp) {
   printf("(the FiMI paper: 91.3%% of its corpus uses only the seq and db checks, under 9%% needs the judge)\n");
 }
 
+// Named variants (product and channel prefixes, TaskFamily.variants): how
+// many the registry names, and how many each split's tasks instantiate.
+static int print_variants(const Split *sp) {
+  int named = 0;
+  for (int f = 0; f < task_family_count(); f++) named += task_family_variant_count(task_family_at(f));
+  printf("\n## Named variants\n\n%d named variants in the registry's %d families (the FiMI paper: 408 over 100)\n\n"
+         "| split | tasks naming a variant | distinct variants |\n|---|---:|---:|\n",
+         named, task_family_count());
+  for (int s = 0; s < CORPUS_SPLIT_COUNT; s++) {
+    int n = sp[s].list.count, with = 0, distinct = 0;
+    char **names = calloc((size_t)n + 1, sizeof *names);
+    if (!names) return -1;
+    for (int i = 0; i < n; i++)
+      if (sp[s].list.tasks[i].variant) names[with++] = sp[s].list.tasks[i].variant;
+    qsort(names, (size_t)with, sizeof *names, by_text);
+    for (int i = 0; i < with; i++) distinct += i == 0 || strcmp(names[i], names[i - 1]) != 0;
+    free(names);
+    printf("| %s | %d | %d |\n", corpus_split_name((CorpusSplit)s), with, distinct);
+  }
+  return 0;
+}
+
 static void print_gates(const CorpusManifest *m) {
   printf("\n## Gates\n\n| gate | rule | rejected | status |\n|---|---|---:|---|\n");
   for (int g = 0; g < CORPUS_GATE_COUNT; g++)
@@ -239,7 +263,7 @@ static int cmd_corpus_report(int argc, char **argv) {
     print_families(m);
     print_mix(splits);
     print_chains(splits);
-    rc = print_openings(splits) != 0 ? fimi_fail(&err, "out of memory") : 0;
+    rc = print_openings(splits) != 0 || print_variants(splits) != 0 ? fimi_fail(&err, "out of memory") : 0;
     print_checks(splits);
     print_gates(m);
   }

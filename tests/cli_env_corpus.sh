@@ -40,7 +40,7 @@ assert len(m["gates"]) == 16 and not any(g["failed"] for g in m["gates"]), [g fo
 PY
 expect_ok "report" "$FIMI" env corpus report "$WORK/a"
 for t in "## Tasks per family" "## Kinds and use cases per split" "## Use-case shares of the corpus against the FiMI paper" \
-         "## Gold chain lengths" "## Opening-line diversity" "## Declared checks" "## Gates" "| leakage |"; do
+         "## Gold chain lengths" "## Opening-line diversity" "## Named variants" "## Declared checks" "## Gates" "| leakage |"; do
   checks=$((checks + 1)); grep -qF "$t" "$WORK/out" || { echo "FAIL: report lacks '$t'"; failures=$((failures + 1)); }
 done
 expect_ok "oracle on the held-out file" "$FIMI" eval --agent oracle --tasks "$WORK/a/heldout.jsonl" --out "$WORK/ho.json"

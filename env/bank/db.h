@@ -40,8 +40,8 @@ typedef struct BankImage {
   int num_customers;
 } BankImage;
 
-// The population of an image is part of its seed (docs/bank-database.md,
-// "Bank size"): the low 32 bits are the random seed, the bits above them the
+// The population of an image is part of its seed (docs/corpus.md, "The
+// bank"): the low 32 bits are the random seed, the bits above them the
 // number of customers, 0 meaning the default 30. So every image seed below
 // 2^32 names today's 30-customer bank, unchanged, and a task's
 // initial.image_seed alone says which bank it runs on; every cache of images
