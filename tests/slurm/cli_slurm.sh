@@ -36,6 +36,7 @@ SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 T_START=$SECONDS
 
 skip() { echo "SKIPPED: cli_slurm: $*"; exit 77; }
+mark() { echo "cli_slurm: $((SECONDS - T_START)) s: $*"; }  # where the wall time goes
 PATH="$PATH:/usr/sbin:/sbin"  # the daemons (slurmctld, slurmd, munged) live there
 for cmd in slurmctld slurmd sbatch scontrol squeue scancel srun munged munge mpirun; do
   command -v "$cmd" >/dev/null ||
@@ -130,6 +131,7 @@ expect_ok "slurmd starts" slurmd -f "$SLURM_CONF" -N "$NODE"
 for _ in $(seq 1 60); do sinfo -h -o %T 2>/dev/null | grep -qx idle && break; sleep 0.5; done
 expect_true "the node is idle" bash -c "sinfo -h -o %T | grep -qx idle"
 [ "$failures" -eq 0 ] || { echo "the cluster did not start"; cli_summary; exit 1; }
+mark "cluster up"
 
 # ---- data: the tiny DPO set, its reference log-probs added once ----------------
 source "$SRC/tests/slurm/lib_tiny_dpo.sh"
@@ -175,6 +177,7 @@ same_run() {  # same_run RUN_A RUN_B: step-12 weight and optimizer files and per
   diff <(metrics_without_timing "$1/metrics.jsonl") <(metrics_without_timing "$2/metrics.jsonl")
 }
 
+mark "data ready"
 # 1. straight
 ID1=$(submit straight "$WORK/straight")
 expect_true "job 1 submitted" test -n "$ID1"
@@ -204,8 +207,9 @@ assert "model.embed_tokens.weight" in tensors
 print(len(tensors), "tensors")' "$WORK/straight/step_000012"
 fi
 
+mark "job 1 done"
 # 2. cancelled after step 6, resubmitted
-ID2=$(submit cancelled "$WORK/cancelled" FIMI_LAUNCHER=mpirun FIMI_TEST_SAVE_DELAY_MS=1500)
+ID2=$(submit cancelled "$WORK/cancelled" FIMI_LAUNCHER=mpirun FIMI_TEST_SAVE_DELAY_MS=800)
 expect_ok "job 2 reaches its step-6 checkpoint" wait_file "$WORK/cancelled/step_000006/DONE" 120
 expect_ok "scancel job 2" scancel "$ID2"
 expect_ok "job 2 ends CANCELLED" wait_state "$ID2" 60 CANCELLED
@@ -218,8 +222,9 @@ expect_true "job 2 resubmitted resumed" grep -q "resuming $WORK/cancelled" "$WOR
 expect_ok "cancelled + resubmitted equals the straight run (weights and optimizer byte for byte, metrics)" \
   same_run "$WORK/straight" "$WORK/cancelled"
 
+mark "job 2 done"
 # 3. USR1 (the time limit's or a preemption's warning): requeued, resumed
-ID3=$(submit requeued "$WORK/requeued" FIMI_TEST_SAVE_DELAY_MS=1500)
+ID3=$(submit requeued "$WORK/requeued" FIMI_TEST_SAVE_DELAY_MS=800)
 expect_ok "job 3 reaches its step-3 checkpoint" wait_file "$WORK/requeued/step_000003/DONE" 120
 expect_ok "USR1 to job 3's batch shell" scancel --signal=USR1 --batch "$ID3"
 expect_ok "job 3 requeued (pending)" wait_state "$ID3" 60 PENDING
@@ -233,12 +238,19 @@ expect_true "job 3's restart resumed" grep -q "restart 1; .*resuming $WORK/reque
 expect_ok "requeued + resumed equals the straight run (weights and optimizer byte for byte, metrics)" \
   same_run "$WORK/straight" "$WORK/requeued"
 
+mark "job 3 done"
 # 4. GRPO with an env rank
+# tests/lib_grpo.sh's run on a smaller set: 4 tasks, a 2-step SFT warm start
+# (the job only has to run, not to learn). prepare_tiny_grpo then only sets
+# GRPO_ARGS (its data step stubbed out), and train.init names the 2-step start.
 source "$SRC/tests/lib_grpo.sh"
+prepare_grpo_data "$WORK/g" kyc_status_check 4 2 1024 2 1e-2
+prepare_grpo_data() { :; }
 prepare_tiny_grpo "$WORK/g"
 ID4=$(env FIMI_RUN="$WORK/grpo" FIMI_CONFIG="$SRC/configs/tiny-cpu-grpo.ini" FIMI_GPUS_PER_NODE=1 \
   FIMI_ENV_ON_TRAIN_NODES=1 sbatch --parsable "${SBATCH_ARGS[@]}" --job-name=grpo --output="$WORK/grpo.out" \
-  "$SRC/launch/slurm/grpo.sbatch" "${GRPO_ARGS[@]:1}" --set train.steps=2 | cut -d';' -f1)
+  "$SRC/launch/slurm/grpo.sbatch" "${GRPO_ARGS[@]:1}" --set train.init="$WORK/g/sft/step_000002" --set train.steps=2 |
+  cut -d';' -f1)
 expect_ok "job 4 (GRPO) ends" wait_state "$ID4" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
 expect_true "job 4 COMPLETED" test "$(job_field "$ID4" JobState)" = COMPLETED
 expect_true "job 4: 1 train + 1 env rank" grep -q "2 ranks (dist.roles=train\*1,env\*1)" "$WORK/grpo.out"
@@ -246,6 +258,7 @@ expect_true "job 4: the env rank served the episodes" grep -qE "env rank 0: [1-9
   "$WORK/grpo.out"
 expect_true "job 4: step 2 complete" test -f "$WORK/grpo/step_000002/DONE"
 
+mark "job 4 done"
 # 5. SFT (the DPO run's tokenizer and initial model)
 expect_ok "tokenize SFT rows" "$FIMI" data tokenize --kind sft --input "$SRC/configs/data/tiny-sft-train.jsonl" \
   --tokenizer "$WORK/data/tokenizer.json" --out "$WORK/data/sft.h5"
