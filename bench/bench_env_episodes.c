@@ -25,6 +25,14 @@ static double now_seconds(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+// CPU time of this process: episodes per CPU second is the rate of one core
+// even when other processes share the machine (wall time then inflates).
+static double cpu_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void die(const char *what, const FimiError *err) {
   fprintf(stderr, "bench_env_episodes: %s: %s\n", what, err->message);
   exit(1);
@@ -101,13 +109,18 @@ int main(int argc, char **argv) {
   int total_tasks = families * per_family, imperfect = 0;
   run(world, tasks, total_tasks, total_tasks < 200 ? total_tasks : 200, &imperfect);  // warm the pools
   imperfect = 0;
+  double cpu = cpu_seconds();
   double seconds = run(world, tasks, total_tasks, episodes, &imperfect);
-  printf("oracle episodes, all %d families: %d in %.3f s = %.0f episodes/s (%.1f us each)%s\n", families, episodes,
-         seconds, episodes / seconds, 1e6 * seconds / episodes, imperfect ? " [SOME NOT 1.0]" : "");
+  cpu = cpu_seconds() - cpu;
+  printf("oracle episodes, all %d families: %d in %.3f s = %.0f episodes/s (%.1f us each); %.3f CPU s = %.0f per CPU second%s\n",
+         families, episodes, seconds, episodes / seconds, 1e6 * seconds / episodes, cpu, episodes / cpu,
+         imperfect ? " [SOME NOT 1.0]" : "");
   int slow_count = episodes / 4 > 100 ? episodes / 4 : 100;
+  cpu = cpu_seconds();
   double slow = run_digest(world, tasks, total_tasks, slow_count);
-  printf("with the db check forced through digests: %d in %.3f s = %.0f episodes/s (%.1f us each)\n", slow_count, slow,
-         slow_count / slow, 1e6 * slow / slow_count);
+  cpu = cpu_seconds() - cpu;
+  printf("with the db check forced through digests: %d in %.3f s = %.0f episodes/s (%.1f us each); %.0f per CPU second\n",
+         slow_count, slow, slow_count / slow, 1e6 * slow / slow_count, slow_count / cpu);
   printf("| family | episodes/s | us/episode | gold steps |\n|---|---:|---:|---:|\n");
   for (int f = 0; f < families; f++) {
     int count = episodes / families > 50 ? episodes / families : 50;
