@@ -59,7 +59,9 @@ grep -q "input ended" "$WORK/out" && grep -q '"total":0,' "$WORK/out" || { echo 
 expect_ok "eval oracle" "$FIMI" eval --agent oracle --tasks "$WORK/all.jsonl" --out "$WORK/oracle.json"
 grep -q "^| \*\*overall\*\* | $((2 * nfam)) | 1.000 | 1.000 |" "$WORK/out" || { echo "FAIL: eval oracle"; head -8 "$WORK/out"; failures=$((failures + 1)); }
 expect_ok "eval do_nothing" "$FIMI" eval --agent do_nothing --tasks "$WORK/all.jsonl" --out "$WORK/nothing.json"
-grep -q "^| \*\*overall\*\* | $((2 * nfam)) | 0\.0" "$WORK/out" || { echo "FAIL: eval do_nothing not low"; head -8 "$WORK/out"; failures=$((failures + 1)); }
+# Below 0.15, test_env_episode's bound: an idle agent still earns the db check
+# on the refusals and reads that declare only seq and db.
+grep -Eq "^\| \*\*overall\*\* \| $((2 * nfam)) \| 0\.(0[0-9]|1[0-4])" "$WORK/out" || { echo "FAIL: eval do_nothing not low"; head -8 "$WORK/out"; failures=$((failures + 1)); }
 
 # Errors.
 checks=$((checks + 1)); "$FIMI" env sample --n 2 >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: sample without --family should exit 2"; failures=$((failures + 1)); }
