@@ -54,8 +54,8 @@ typedef struct TaskFamily {
   int flags;        // TASK_FAMILY_GRADED | TASK_FAMILY_COMMUNICATION
   // The family's named variants: its product and channel prefixes,
   // comma-separated ("savings,current"); variant i is named "<prefix>/<name>"
-  // (task_family_variant). Families of the second round record the one a
-  // task instantiates in Task.variant.
+  // (task_family_variant). Families registered after the first 62 record
+  // the one a task instantiates in Task.variant.
   const char *variants;
 } TaskFamily;
 

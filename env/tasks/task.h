@@ -148,8 +148,8 @@ typedef struct Task {
 
   // The named variant the task instantiates, "<prefix>/<family>" (a product
   // or channel prefix of its family's TaskFamily.variants), or NULL: not
-  // recorded (the first-round families, whose generated tasks stay as they
-  // were). Written to JSON only when set, so older task files still read.
+  // recorded (the first 62 registered families, whose generated tasks stay
+  // as they were). Written to JSON only when set, so older task files still read.
   char *variant;
 } Task;
 
