@@ -2,7 +2,7 @@
 # tests/cli_eval_bench.sh: `fimi eval bench` end to end (docs/evaluation-bench.md).
 #   - build: the committed case set (tests/data/bench/cases.jsonl) is exactly
 #     what `fimi env sample --family all --n 3 --seed 1` (the first 62
-#     families' 186 tasks: the set predates the second-round families) +
+#     families' 186 tasks: the set predates the 38 added later) +
 #     `bench build` give;
 #   - the oracle passes every gate of every case at 3 attempts; for the
 #     random agent, Pass^n, Pass@n, Mean and Avg@n overall, per category and
