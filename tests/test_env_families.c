@@ -1,7 +1,7 @@
 // tests/test_env_families.c: every registered task family (env/tasks/).
 // For every family and many seeds:
 // task_generate succeeds (it validates the task and replays the gold chain),
-// the task is deterministic (same seed, same JSON line), survives a JSON
+// the task is deterministic (same seed, same JSON line; the first 25 seeds), survives a JSON
 // round trip, and the oracle agent scores reward 1.0 and strict 1.0 with the
 // expected ending, while the do-nothing agent scores below 1. Also checks the
 // coverage the families must have: use cases, kinds, chain lengths 0/1..8, styles,
@@ -29,6 +29,7 @@
 
 #define IMAGE_SEED 1
 #define FAMILIES 100
+#define DETERMINISM_SEEDS 25  // seeds per family generated twice
 #define PINNED_FAMILIES 62  // the first 62 families: generated lines pinned, no Task.variant
 
 typedef struct FamilyStats {
@@ -160,15 +161,16 @@ static void check_family(const TaskGenContext *ctx, EnvWorld *world, const TaskF
       content[s] = cJSON_PrintUnformatted(json_no_id);
       cJSON_Delete(json_no_id);
     }
-    // Deterministic: the same seed gives the same line.
-    if (task_generate(ctx, f, seed, &again, &err) == 0) {
-      char *line2 = task_to_json_line(&again, &err);
-      CHECK(lines[s] && line2 && strcmp(lines[s], line2) == 0, "%s seed %llu: not deterministic", f->name,
-            (unsigned long long)seed);
+    // Deterministic: the same seed gives the same line (checked on the
+    // first seeds of each family: generation is the test's largest cost).
+    if (s < DETERMINISM_SEEDS) {
+      int rc = task_generate(ctx, f, seed, &again, &err);
+      CHECK(rc == 0, "%s seed %llu: second task_generate failed: %s", f->name, (unsigned long long)seed, err.message);
+      char *line2 = rc == 0 ? task_to_json_line(&again, &err) : NULL;
+      CHECK(rc != 0 || (lines[s] && line2 && strcmp(lines[s], line2) == 0), "%s seed %llu: not deterministic",
+            f->name, (unsigned long long)seed);
       free(line2);
-      task_free(&again);
-    } else {
-      CHECK(0, "%s seed %llu: second task_generate failed: %s", f->name, (unsigned long long)seed, err.message);
+      if (rc == 0) task_free(&again);
     }
     // JSON round trip through the strict reader.
     if (lines[s]) {
