@@ -31,7 +31,7 @@
 # tiny SFT for 2 steps on 2 ranks, COMPLETED with its checkpoint.
 # Prints the test's wall time. Usage: cli_slurm.sh PATH/TO/fimi
 set -uo pipefail
-FIMI="$1"
+FIMI="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"  # absolute: jobs run in another folder
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 T_START=$SECONDS
 
@@ -82,6 +82,7 @@ on_exit() {
   exit "$rc"
 }
 trap on_exit EXIT
+trap 'exit 143' TERM INT  # a timeout's or ^C's signal still runs on_exit
 
 dd if=/dev/urandom of="$C/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$C/munge.key"
 expect_ok "munged" munged --socket="$C/munge/munge.sock" --key-file="$C/munge.key" --log-file="$C/munged.log" \
