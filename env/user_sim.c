@@ -18,6 +18,7 @@
 // Phrasings come from templates per language style; the seed picks among them.
 #include "env/user_sim.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,9 +65,10 @@ void user_sim_open(UserSim *sim, const Task *task, uint64_t seed, const char **o
       {"Namaste ji. %s", "Hello ji, %s"},
       {"%s", "hi.. %s"},
   };
-  memset(sim, 0, sizeof *sim);
+  memset(sim, 0, offsetof(UserSim, words));  // user_sim_words fills the rest
   sim->task = task;
   rng_seed(&sim->rng, seed ^ 0x5eedc0ffee123457ULL);
+  user_sim_words(task, &sim->words);
   say(sim, hello, task->reason, NULL);
   user_sim_echo_add(&sim->echo, sim->reply);
   *opening = sim->reply;
@@ -194,7 +196,7 @@ void user_sim_reply(UserSim *sim, const char *m, int goal_met, const char *const
     answer_confirmation(sim, text, confirm_values, out);
   } else {
     UserSimAsk ask;
-    user_sim_analyse(sim->task, &sim->echo, text, &ask);
+    user_sim_analyse_words(&sim->words, &sim->echo, text, &ask);
     if (answer_fields(sim, &ask, out)) {
       // revealed
     } else if (goal_met) {

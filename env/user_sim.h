@@ -26,8 +26,9 @@ typedef struct UserSim {
   int confirmations;  // confirmations given so far
   int declines;
   int nudges;
-  UserSimEcho echo;  // what the customer has said (an agent echoing it asks nothing)
+  UserSimEcho echo;    // what the customer has said (an agent echoing it asks nothing)
   char reply[1024];  // the last reply (what the functions return)
+  UserSimWords words;  // the task's field names and keywords, prepared at open (last: not zeroed)
 } UserSim;
 
 typedef struct UserSimReply {

@@ -17,13 +17,13 @@
 #include <string.h>
 
 #define MAX_TOKENS 160      // words per sentence; a longer run is cut into pieces
-#define MAX_PHRASE 6        // words per phrase
+#define MAX_PHRASE USER_SIM_PHRASE_WORDS  // words per phrase
 #define TOKEN_BYTES 48      // normalised bytes kept per word (longer words match nothing)
 #define MAX_PHRASES 2048
 #define INDEX_SLOTS 2048    // power of two
 #define MAX_PREFIXES 32
-#define MAX_TASK_PHRASES 160
-#define MAX_CONCEPTS 96
+#define MAX_TASK_PHRASES USER_SIM_MAX_WORDS
+#define MAX_CONCEPTS USER_SIM_MAX_CONCEPTS
 
 // ---- hashing ----------------------------------------------------------------
 
@@ -242,6 +242,8 @@ typedef struct Phrase {
 static Phrase phrases[MAX_PHRASES];
 static int num_phrases;
 static int32_t heads[INDEX_SLOTS];
+static uint64_t concept_fields[MAX_CONCEPTS][16];  // hashes of the field names a field concept names
+static int concept_num_fields[MAX_CONCEPTS];
 static uint64_t weak_words[32];
 static int num_weak;
 static pthread_once_t index_once = PTHREAD_ONCE_INIT;
@@ -294,6 +296,14 @@ static void index_add(const char *text, size_t n, int concept) {
 static void index_build(void) {
   for (int i = 0; i < INDEX_SLOTS; i++) heads[i] = -1;
   for (int c = 0; c < user_sim_num_concepts && c < MAX_CONCEPTS; c++) {
+    for (const char *f = user_sim_concepts[c].fields; f && *f;) {
+      while (*f == ' ') f++;
+      const char *e = f;
+      while (*e && *e != ' ') e++;
+      if (e > f && concept_num_fields[c] < 16)
+        concept_fields[c][concept_num_fields[c]++] = fnv1a((const unsigned char *)f, (int)(e - f));
+      f = e;
+    }
     const char *p = user_sim_concepts[c].phrases;
     while (*p) {
       const char *bar = strchr(p, '|');
@@ -311,7 +321,9 @@ int user_sim_index_stats(int *phrases_out, int *prefixes_out) {
   pthread_once(&index_once, index_build);
   *phrases_out = num_phrases;
   *prefixes_out = num_prefixes;
-  return num_phrases < MAX_PHRASES && num_prefixes < MAX_PREFIXES && user_sim_num_concepts <= MAX_CONCEPTS;
+  int fits = num_phrases < MAX_PHRASES && num_prefixes < MAX_PREFIXES && user_sim_num_concepts <= MAX_CONCEPTS;
+  for (int c = 0; c < user_sim_num_concepts && c < MAX_CONCEPTS; c++) fits &= concept_num_fields[c] < 16;
+  return fits;
 }
 
 // ---- echo memory ------------------------------------------------------------
@@ -374,23 +386,9 @@ static int echo_covers(const UserSimEcho *e, const Sentence *s, int start, int e
 
 // ---- the task's own phrases ----------------------------------------------------
 
-typedef struct TaskPhrase {
-  uint64_t tok[MAX_PHRASE];
-  uint8_t len, weak;
-  int field;
-} TaskPhrase;
-
-typedef struct TaskPhrases {
-  TaskPhrase p[MAX_TASK_PHRASES];
-  int n;
-  uint64_t concept_mask[MAX_CONCEPTS];  // task fields each field concept names
-  uint64_t third_party;                 // payee fields: "their", "his" do not cancel them
-  uint64_t qualifier[64];               // first word of a field's name ("fd" of fd_amount), or 0
-} TaskPhrases;
-
-static void task_phrase_add(TaskPhrases *tp, const char *text, int field) {
+static void task_phrase_add(UserSimWords *tp, const char *text, int field) {
   if (!text || tp->n >= MAX_TASK_PHRASES) return;
-  TaskPhrase *p = &tp->p[tp->n];
+  UserSimWord *p = &tp->p[tp->n];
   int len = phrase_tokens(text, strlen(text), p->tok);
   if (len == 0) return;
   p->len = (uint8_t)len;
@@ -400,29 +398,20 @@ static void task_phrase_add(TaskPhrases *tp, const char *text, int field) {
   tp->n++;
 }
 
-static int name_in_list(const char *list, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = list; *p;) {
-    while (*p == ' ') p++;
-    const char *e = p;
-    while (*e && *e != ' ') e++;
-    if ((size_t)(e - p) == n && n > 0 && memcmp(p, name, n) == 0) return 1;
-    p = e;
-  }
-  return 0;
-}
-
-static void task_phrases_build(const Task *task, TaskPhrases *tp) {
+void user_sim_words(const Task *task, UserSimWords *tp) {
+  pthread_once(&index_once, index_build);
   tp->n = 0;
   tp->third_party = 0;
   int nf = task->num_fields < 64 ? task->num_fields : 64;
+  uint64_t name_hash[64];
   for (int i = 0; i < nf; i++) {
     const TaskField *f = &task->fields[i];
+    name_hash[i] = f->name ? fnv1a((const unsigned char *)f->name, (int)strlen(f->name)) : 0;
+    tp->qualifier[i] = 0;
     if (!f->name) continue;
     task_phrase_add(tp, f->name, i);
     // A name of two or more words qualifies: "rd" picks rd_tenure over
     // fd_tenure for "how long" (function words like "to" do not).
-    tp->qualifier[i] = 0;
     if (tp->n > 0 && tp->p[tp->n - 1].field == i && tp->p[tp->n - 1].len >= 2) {
       uint64_t q = tp->p[tp->n - 1].tok[0];
       int weak = 0;
@@ -430,14 +419,16 @@ static void task_phrases_build(const Task *task, TaskPhrases *tp) {
       if (!weak) tp->qualifier[i] = q;
     }
     for (int k = 0; k < f->num_keywords; k++) task_phrase_add(tp, f->keywords[k], i);
-    if (name_in_list("payee_name payee_account_number ifsc", f->name)) tp->third_party |= 1ULL << i;
+    if (strcmp(f->name, "payee_name") == 0 || strcmp(f->name, "payee_account_number") == 0 ||
+        strcmp(f->name, "ifsc") == 0)
+      tp->third_party |= 1ULL << i;
   }
   for (int c = 0; c < user_sim_num_concepts && c < MAX_CONCEPTS; c++) {
     tp->concept_mask[c] = 0;
     if (user_sim_concepts[c].kind != USIM_FIELD) continue;
-    for (int i = 0; i < nf; i++)
-      if (task->fields[i].name && name_in_list(user_sim_concepts[c].fields, task->fields[i].name))
-        tp->concept_mask[c] |= 1ULL << i;
+    for (int k = 0; k < concept_num_fields[c]; k++)
+      for (int i = 0; i < nf; i++)
+        if (name_hash[i] == concept_fields[c][k]) tp->concept_mask[c] |= 1ULL << i;
   }
 }
 
@@ -474,7 +465,7 @@ static void span_merge(Span *sp, int *best, int len) {
   sp->end = sp->start + len;
 }
 
-static int span_at(const Sentence *s, int i, const TaskPhrases *tp, Span *sp) {
+static int span_at(const Sentence *s, int i, const UserSimWords *tp, Span *sp) {
   int best = 0;
   memset(sp, 0, sizeof *sp);
   sp->start = i;
@@ -495,7 +486,7 @@ static int span_at(const Sentence *s, int i, const TaskPhrases *tp, Span *sp) {
     }
   }
   for (int k = 0; k < tp->n; k++) {
-    const TaskPhrase *p = &tp->p[k];
+    const UserSimWord *p = &tp->p[k];
     if (p->len < best || !tokens_match(s, i, p->tok, p->len)) continue;
     span_merge(sp, &best, p->len);
     if (p->weak) sp->weak_fields |= 1ULL << p->field;
@@ -574,7 +565,7 @@ typedef enum { MENTION_NONE = 0, MENTION_ASKED, MENTION_ANTECEDENT } Mention;
 
 // Decides the mention at span j (see the header for the rules).
 static Mention decide(const Reading *r, const Sentence *s, int j, int request, uint64_t *fields,
-                      const TaskPhrases *tp, int other) {
+                      const UserSimWords *tp, int other) {
   const Span *f = &r->sp[j];
   int c = r->clause[f->start];
   int before = -1, after = -1;
@@ -617,7 +608,7 @@ static int pronoun_asks(const Reading *r, int j) {
 // clause outside the mention ("how long for the RD" -> rd_tenure); all of
 // them when none is.
 static uint64_t qualified(const Sentence *s, const Reading *r, const Span *f, uint64_t fields,
-                          const TaskPhrases *tp) {
+                          const UserSimWords *tp) {
   uint64_t keep = 0;
   int c = r->clause[f->start];
   for (int i = 0; i < 64; i++) {
@@ -629,7 +620,7 @@ static uint64_t qualified(const Sentence *s, const Reading *r, const Span *f, ui
 }
 
 // Reads one sentence; `last` carries the latest mention for pronouns.
-static void read_sentence(const Sentence *s, const TaskPhrases *tp, const UserSimEcho *echo, uint64_t *last,
+static void read_sentence(const Sentence *s, const UserSimWords *tp, const UserSimEcho *echo, uint64_t *last,
                           UserSimAsk *out) {
   Reading r;
   r.n = 0;
@@ -675,16 +666,22 @@ static void read_sentence(const Sentence *s, const TaskPhrases *tp, const UserSi
 void user_sim_analyse(const Task *task, const UserSimEcho *echo, const char *message, UserSimAsk *out) {
   memset(out, 0, sizeof *out);
   if (!task || !message) return;
+  UserSimWords words;
+  user_sim_words(task, &words);
+  user_sim_analyse_words(&words, echo, message, out);
+}
+
+void user_sim_analyse_words(const UserSimWords *tp, const UserSimEcho *echo, const char *message, UserSimAsk *out) {
+  memset(out, 0, sizeof *out);
+  if (!tp || !message) return;
   pthread_once(&index_once, index_build);
-  TaskPhrases tp;
-  task_phrases_build(task, &tp);
   Lexer lx;
   Sentence s;
   uint64_t last = 0;
   lex_init(&lx, message, strlen(message));
   while (lex_sentence(&lx, &s)) {
     if (echo_has(echo, sentence_hash(&s))) continue;  // the customer's own sentence said back
-    read_sentence(&s, &tp, echo, &last, out);
+    read_sentence(&s, tp, echo, &last, out);
   }
   if (out->injection) out->fields = 0;
 }

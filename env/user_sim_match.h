@@ -1,8 +1,9 @@
 // env/user_sim_match.h: how the simulated customer reads an agent message
 // (docs/environment.md, "Simulated customer"). Defines the phrase-table types
 // (UserSimKind, UserSimConcept; the tables are in env/user_sim_phrases.c),
-// the customer's memory of its own words (UserSimEcho), what a message asks
-// for (UserSimAsk) and the two calls: user_sim_echo_add and user_sim_analyse.
+// a task's own words (UserSimWords), the customer's memory of its own words (UserSimEcho), what a message asks
+// for (UserSimAsk) and the calls: user_sim_words, user_sim_echo_add,
+// user_sim_analyse (and user_sim_analyse_words with prepared words).
 //
 // The matcher is rule-based and deterministic: a UTF-8 normaliser (ASCII case,
 // apostrophes, a plural 's', Devanagari nukta and chandrabindu, Devanagari
@@ -52,7 +53,7 @@ extern const int user_sim_num_concepts;
 // four words in them (an open-addressing set; full at 3/4, then it stops
 // recording). An agent sentence equal to one of the customer's, or a field
 // mention inside four words the customer said, asks for nothing.
-#define USER_SIM_ECHO_SLOTS 2048
+#define USER_SIM_ECHO_SLOTS 512  // about 380 sentences and word runs: dozens of replies
 typedef struct UserSimEcho {
   uint64_t slots[USER_SIM_ECHO_SLOTS];  // 0: empty
   int count;
@@ -65,6 +66,29 @@ typedef struct UserSimAsk {
   int question;     // has a request sentence that is not service talk
   int injection;    // tries to override the customer's role: answer no field
 } UserSimAsk;
+
+// A task's own words (field names and keywords as phrases) and which of its
+// fields each field concept names: built once per episode (user_sim_words).
+#define USER_SIM_MAX_WORDS 160
+#define USER_SIM_PHRASE_WORDS 6
+#define USER_SIM_MAX_CONCEPTS 96
+typedef struct UserSimWord {
+  uint64_t tok[USER_SIM_PHRASE_WORDS];  // hashes of the normalised words
+  uint8_t len, weak;                    // weak: a function word ("to", "from")
+  int field;
+} UserSimWord;
+typedef struct UserSimWords {
+  UserSimWord p[USER_SIM_MAX_WORDS];
+  int n;
+  uint64_t concept_mask[USER_SIM_MAX_CONCEPTS];  // task fields each field concept names
+  uint64_t third_party;                          // payee fields: "their", "his" do not cancel them
+  uint64_t qualifier[64];                        // first word of a field's name ("fd" of fd_amount), or 0
+} UserSimWords;
+
+void user_sim_words(const Task *task, UserSimWords *out);
+// user_sim_analyse with the task's words already built.
+void user_sim_analyse_words(const UserSimWords *words, const UserSimEcho *echo, const char *message,
+                            UserSimAsk *out);
 
 // Records text the customer said (NULL or "" records nothing).
 void user_sim_echo_add(UserSimEcho *echo, const char *text);

@@ -541,15 +541,25 @@ static void bench_matcher(const Registry *reg) {
                                      "Thanks. I have verified your identity; which account should I debit, and "
                                      "how much would you like to deposit for how many months?",
                                      "आपकी जन्म तिथि क्या है?", "Your FD is booked. Anything else I can help with?"};
+  static UserSimWords words;  // as an episode holds them (prepared at user_sim_open)
+  UserSimAsk ask;
   struct timespec t0, t1;
   int n = 0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (int rep = 0; rep < 20; rep++)
-    for (int k = 0; k < reg->n; k++)
-      for (int m = 0; m < 4; m++, n++) (void)asked(&reg->tasks[k], msgs[m]);
+  for (int k = 0; k < reg->n; k++) {
+    user_sim_words(&reg->tasks[k], &words);
+    for (int rep = 0; rep < 20; rep++)
+      for (int m = 0; m < 4; m++, n++) user_sim_analyse_words(&words, NULL, msgs[m], &ask);
+  }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  printf("matcher: %d analyses in %.3f s = %.2f us each\n", n, s, 1e6 * s / n);
+  printf("matcher: %d analyses in %.3f s = %.2f us each (words prepared once per task)\n", n, s, 1e6 * s / n);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int rep = 0; rep < 20; rep++)
+    for (int k = 0; k < reg->n; k++) user_sim_words(&reg->tasks[k], &words);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  printf("task words: %d builds in %.3f s = %.2f us each\n", 20 * reg->n, s, 1e6 * s / (20 * reg->n));
 }
 
 int main(void) {
