@@ -95,7 +95,7 @@ assert abs(r["loss"] - math.log(2)) < 1e-9 and r["rewards/chosen"] == 0 and r["r
   "$WORK/m/metrics.jsonl"
 
 # Configs.
-expect_ok "gemma3-4b 40-GPU config parses" "$FIMI" train --config "$SRC/configs/gemma3-4b-dpo-40gpu.ini" --dry-run
+expect_ok "the 40-GPU DPO config (paper Table 4) parses" "$FIMI" train --config "$SRC/configs/dpo-40gpu.ini" --dry-run
 expect_true "plan names sigmoid, beta 0.1, lr 5e-07, save_every 90" sh -c "grep -q 'loss sigmoid, beta 0.1' '$WORK/out' && grep -q 'lr 5e-07 (cosine' '$WORK/out' && grep -q 'save_every 90' '$WORK/out'"
 expect_fail "bad loss" "dpo.loss" train "$WORK/d" --set dpo.loss=kto
 expect_fail "bad beta" "beta" train "$WORK/d" --set dpo.beta=0

@@ -45,7 +45,7 @@ expect_fail "rank-env.sh: a rank outside the layout" "rank 5 is outside the layo
 # The paper's layouts, dry run (no such hosts here).
 printf 'gpu%02d\n' 1 2 3 4 5 >"$WORK/hosts5"
 expect_ok "5 x 8 DPO, --dry-run" "$MPI" --hostfile "$WORK/hosts5" --cores-per-node 112 --layout-dir "$WORK/l5" \
-  --dry-run -- fimi train --config configs/gemma3-4b-dpo-40gpu.ini
+  --dry-run -- fimi train --config configs/dpo-40gpu.ini
 expect_true "40 train ranks, 8 a node, 14 cores each" \
   grep -q "mpirun -np 40 --hostfile $WORK/l5/hostfile --map-by ppr:8:node:PE=14 --bind-to core" "$WORK/out"
 expect_true "dist.roles for 5 x 8" grep -q -- "--set dist.roles=train\*8,train\*8,train\*8,train\*8,train\*8" "$WORK/out"
