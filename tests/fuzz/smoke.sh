@@ -20,6 +20,7 @@ TARGETS=(
   "fuzz_env_tools:env_tools.dict:tests/fuzz/seeds/env_tools"
   "fuzz_mcp:mcp.dict:tests/fuzz/seeds/mcp"
   "fuzz_corpus_manifest:corpus_manifest.dict:tests/fuzz/seeds/corpus_manifest"
+  "fuzz_user_sim:user_sim.dict:tests/fuzz/seeds/user_sim"
 )
 names=()
 for entry in "${TARGETS[@]}"; do names+=("${entry%%:*}"); done
