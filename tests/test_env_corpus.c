@@ -204,10 +204,18 @@ static void check_families(const Loaded *l) {
       const TaskFamily *f = task_family_find(l->split[s].tasks[i].family);
       bad_heldout += !f || f->slice != TASK_SLICE_SHALLOW || l->split[s].tasks[i].num_gold > CORPUS_SHALLOW_CHAIN;
     }
+  int no_relevant = 0;
   for (int i = 0; i < l->split[CORPUS_SPLIT_TRAIN].count; i++) {
-    const TaskFamily *f = task_family_find(l->split[CORPUS_SPLIT_TRAIN].tasks[i].family);
+    const Task *t = &l->split[CORPUS_SPLIT_TRAIN].tasks[i];
+    const TaskFamily *f = task_family_find(t->family);
     bad_train += !f || !task_family_in_training_sample(f);
+    for (int g = 0; g < t->num_gold; g++) {
+      int args = 0;
+      for (const cJSON *a = t->gold[g].arguments->child; a; a = a->next) args += strcmp(a->string, "customer_confirmed") != 0;
+      no_relevant += args > 0 && t->gold[g].num_relevant == 0;
+    }
   }
+  CHECK(no_relevant == 0, "%d training gold actions without a relevant argument", no_relevant);
   CHECK(bad_heldout == 0, "%d held-out/validation tasks outside the shallow slice", bad_heldout);
   CHECK(bad_train == 0, "%d training tasks of graded or communication families", bad_train);
 }

@@ -27,7 +27,7 @@ static const struct {
   const char *name, *rule;
 } GATES[CORPUS_GATE_COUNT] = {
     {"replay", "the family generates the task and its gold chain replays end to end on the bank"},
-    {"relevant_args", "every gold action with arguments names a relevant one, and no relevant value is empty"},
+    {"relevant_args", "training sample: every gold action with arguments (consent aside) names a relevant one, none empty"},
     {"distinct", "no other corpus task has the same JSON line (id aside)"},
     {"roundtrip", "the JSON line reads back through the strict reader to the same line"},
     {"oracle", "the oracle agent scores total 1.0 and strict 1.0 and ends as expected"},
@@ -207,10 +207,19 @@ static uint64_t instance_hash(const CorpusTask *t, const char *family) {
 
 // ---- task gates --------------------------------------------------------------------
 
+// The consent flag is checked apart from the arguments the sequence check
+// compares, so it does not count as an argument here.
+static int compared_arguments(const cJSON *arguments) {
+  int n = 0;
+  for (const cJSON *a = arguments ? arguments->child : NULL; a; a = a->next)
+    n += strcmp(a->string, "customer_confirmed") != 0;
+  return n;
+}
+
 static int relevant_args_ok(const Task *t) {
   for (int i = 0; i < t->num_gold; i++) {
     const TaskAction *a = &t->gold[i];
-    if (cJSON_GetArraySize(a->arguments) > 0 && a->num_relevant == 0) return 0;
+    if (compared_arguments(a->arguments) > 0 && a->num_relevant == 0) return 0;
     for (int r = 0; r < a->num_relevant; r++) {
       const cJSON *v = cJSON_GetObjectItemCaseSensitive(a->arguments, a->relevant[r]);
       if (!v || cJSON_IsNull(v) || (cJSON_IsString(v) && !v->valuestring[0])) return 0;
@@ -249,7 +258,6 @@ static int order_ok(const Task *t) {
 // Runs the task gates after generation; returns the first gate failed, or
 // CORPUS_GATE_COUNT when all pass, or -1 on an internal error.
 static int task_gates(EnvWorld *world, const Task *t, int shallow, uint64_t seed, FimiError *err) {
-  if (!relevant_args_ok(t)) return CORPUS_GATE_RELEVANT;
   int rt = roundtrip_ok(t, err);
   if (rt < 0) return -1;
   if (!rt) return CORPUS_GATE_ROUNDTRIP;
@@ -291,6 +299,7 @@ static int push_task(Builder *b, Task *t, int family, uint64_t content, FimiErro
   ct->task = *t;
   ct->family = family;
   ct->content = content;
+  ct->relevant_ok = relevant_args_ok(t);
   corpus_task_customer(t, ct->customer);
   return 0;
 }
@@ -491,7 +500,7 @@ static int family_fits(const Corpus *c, int f, const Pick *p) {
 }
 
 static int eligible(const Corpus *c, const CorpusTask *t, const Pick *p) {
-  return t->split == CORPUS_SPLIT_CORPUS && family_fits(c, t->family, p) &&
+  return t->split == CORPUS_SPLIT_CORPUS && family_fits(c, t->family, p) && (!p->need_sample || t->relevant_ok) &&
          !keyset_has(p->blocked, instance_hash(t, c->families[t->family].name));
 }
 
@@ -583,10 +592,13 @@ static int draw_train(Corpus *c, const Order *o, const KeySet *blocked) {
 }
 
 // Candidates of the sample families that share a held-out or validation
-// instance: what the leakage gate keeps out of training.
+// instance: what the leakage gate keeps out of training; and those whose
+// gold actions lack relevant arguments (the sample's relevant_args gate).
 static void count_leakage(Corpus *c, const KeySet *blocked) {
   for (int i = 0; i < c->count; i++) {
     const CorpusTask *t = &c->tasks[i];
+    if (t->split == CORPUS_SPLIT_CORPUS && c->families[t->family].in_sample && !t->relevant_ok)
+      reject(c, t->family, CORPUS_GATE_RELEVANT);
     if (t->split == CORPUS_SPLIT_CORPUS && c->families[t->family].in_sample &&
         keyset_has(blocked, instance_hash(t, c->families[t->family].name)))
       reject(c, t->family, CORPUS_GATE_LEAKAGE);

@@ -46,7 +46,7 @@ const char *corpus_split_file(CorpusSplit split);      // "corpus.jsonl", ...
 // whole split and fail the build when violated.
 typedef enum {
   CORPUS_GATE_REPLAY = 0,       // task: the gold chain replays end to end (generation included)
-  CORPUS_GATE_RELEVANT,         // task: every gold action carries reward-relevant arguments
+  CORPUS_GATE_RELEVANT,         // selection (training sample): every gold action carries reward-relevant arguments
   CORPUS_GATE_DISTINCT,         // task: no other corpus task has the same content
   CORPUS_GATE_ROUNDTRIP,        // task: the JSON line reads back through the strict reader unchanged
   CORPUS_GATE_ORACLE,           // task: the oracle scores 1.0 (strict 1.0) with the expected end
@@ -96,6 +96,7 @@ typedef struct CorpusTask {
   int family;                      // registry index
   uint64_t content;                // hash of the JSON line without the id
   char customer[BANK_ID_MAX];      // "" when the task has no customer
+  int relevant_ok;                 // passes the relevant_args gate (training sample only)
   CorpusSplit split;
 } CorpusTask;
 
