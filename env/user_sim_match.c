@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/rng.h"
+
 #define MAX_TOKENS 160      // words per sentence; a longer run is cut into pieces
 #define MAX_PHRASE USER_SIM_PHRASE_WORDS  // words per phrase
 #define TOKEN_BYTES 48      // normalised bytes kept per word (longer words match nothing)
@@ -26,13 +28,6 @@
 #define MAX_CONCEPTS USER_SIM_MAX_CONCEPTS
 
 // ---- hashing ----------------------------------------------------------------
-
-static uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 static uint64_t fnv1a(const unsigned char *s, int n) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -134,7 +129,7 @@ static void word_end(Lexer *lx, Sentence *out) {
   if (lx->depth == 0 && out->n < MAX_TOKENS) {
     Token *t = &out->tok[out->n++];
     memset(t, 0, sizeof *t);
-    t->hash = lx->overflow ? mix64(fnv1a(lx->word, n) ^ 0x0f0f) : fnv1a(lx->word, n);
+    t->hash = lx->overflow ? rng_mix(fnv1a(lx->word, n), 0x0f0f) : fnv1a(lx->word, n);
     t->clause_start = (uint8_t)(out->n == 1 || lx->pending_clause);
     lx->pending_clause = 0;
     for (int p = 0; p < num_prefixes && !lx->overflow; p++)
@@ -330,13 +325,13 @@ int user_sim_index_stats(int *phrases_out, int *prefixes_out) {
 
 static uint64_t sentence_hash(const Sentence *s) {
   uint64_t h = 0x5e17e7ce;
-  for (int i = 0; i < s->n; i++) h = mix64(h ^ s->tok[i].hash);
+  for (int i = 0; i < s->n; i++) h = rng_mix(h, s->tok[i].hash);
   return h | 1;
 }
 
 static uint64_t gram_hash(const Sentence *s, int k) {
   uint64_t h = 0x4a11;
-  for (int i = k; i < k + 4; i++) h = mix64(h ^ s->tok[i].hash);
+  for (int i = k; i < k + 4; i++) h = rng_mix(h, s->tok[i].hash);
   return h | 1;
 }
 
