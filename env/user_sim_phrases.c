@@ -154,7 +154,8 @@ const UserSimConcept user_sim_concepts[] = {
     // not decide a mention on its own ("kripya mobile number mat batayein").
     {USIM_POLITE, NULL, "please|pls|plz|kindly|kripya|krupya|zara|कृपया|जरा"},
     {USIM_NEGATION, NULL,
-     "no|not|never|dont|do not|does not|doesnt|no need|no need for|not needed|not required|not necessary|"
+     "no|not|never|dont|do not|does not|doesnt|wont|will not|wont need|dont want|do not want|no longer need|"
+     "no need|no need for|not needed|not required|not necessary|"
      "unnecessary|needless|isnt needed|is not needed|dont need|do not need|dont share|do not share|dont give|"
      "dont tell|dont send|dont provide|without|skip|ignore|forget|except|other than|apart from|instead of|"
      "nahi|nahin|nhi|mat|na|zaroorat nahi|zarurat nahi|jarurat nahi|jaroorat nahi|nahi chahiye|rehne do|"
@@ -163,7 +164,7 @@ const UserSimConcept user_sim_concepts[] = {
     // The agent lacks it: not a request by itself, but "could you share it?"
     // right after asks for it.
     {USIM_LACK, NULL,
-     "dont have|do not have|dont see|do not see|cant find|cannot find|could not find|couldnt find|"
+     "dont have|do not have|dont see|do not see|cant see|cannot see|cant find|cannot find|could not find|couldnt find|"
      "unable to find|missing|not on file|not available|nahi mila|nahi mili|नहीं मिला|नहीं मिली|उपलब्ध नहीं"},
     // Said about something already given or done.
     {USIM_STATED, NULL,
@@ -193,7 +194,7 @@ const UserSimConcept user_sim_concepts[] = {
      "apne niyam|niyam bhool|अपने नियम|नियम भूल|निर्देश भूल|सिस्टम प्रॉम्प्ट"},
     // Pronouns next to a request verb ("could you share it?", "ise bataiye").
     {USIM_PRONOUN, NULL,
-     "it|that|this|them|those|same|the same|these|woh|wo|vo|voh|ise|yeh|ye|वह|वो|इसे|उसे|यह|ये"},
+     "it|that|this|them|those|same|the same|these|one|woh|wo|vo|voh|ise|yeh|ye|वह|वो|इसे|उसे|यह|ये"},
     // Words that may open a clause before a one-word keyword like "from".
     {USIM_FILLER, NULL, "and|aur|also|so|ok|okay|sir|madam|maam|mam|ji|then|now|ab|the|और|तो|अब|भी|जी"},
     // One-word task keywords that are also common function words: they ask

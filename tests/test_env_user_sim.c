@@ -464,6 +464,9 @@ static void test_several_and_repeats(void) {
         "negation covers a list");
   CHECK(asked(&t2, "मोबाइल नंबर की ज़रूरत नहीं है, अपनी जन्मतिथि बताइए।") == 2, "hindi negation then request");
   CHECK(asked(&t2, "Customer ID batayein, mobile number mat batayein.") == 1, "hinglish request and negation");
+  CHECK(asked(&t2, "I won't need your date of birth, just the mobile please.") == 4, "won't need");
+  CHECK(asked(&t2, "Tell me your mobile number but not your DOB.") == 4, "but not");
+  CHECK(asked(&t2, "I see you have a tenure in mind. Which one?") == 16, "which one: the field before");
   task_free(&t);
   task_free(&t2);
 }
