@@ -414,6 +414,10 @@ static int read_gemma4(GemmaConfig *c, const cJSON *obj, const char *what, FimiE
       json_get_bool(obj, "use_double_wide_mlp", 0, &c->use_double_wide_mlp, what, err) != 0)
     return -1;
   if (read_gemma4_rope(c, obj, what, err) != 0) return -1;
+  // Not Gemma 4 keys: Gemma4TextAttention scales by 1.0 and caps nothing,
+  // whatever a file says, so they are accepted and kept at what runs.
+  c->query_pre_attn_scalar = 1;
+  c->attn_logit_softcapping = 0;
   // transformers forces the last layer to full attention (with a warning)
   c->layer_is_sliding[c->num_hidden_layers - 1] = 0;
   const cJSON *plc = item_of(obj, "per_layer_config");
@@ -723,7 +727,7 @@ void gemma_layer_shape(const GemmaConfig *c, int l, GemmaLayerShape *s) {
   int L = c->num_hidden_layers, first_shared = L - c->num_kv_shared_layers, full = !c->layer_is_sliding[l];
   if (full) {
     s->head_dim = c->global_head_dim;
-    if (c->attention_k_eq_v && c->num_global_key_value_heads > 0) s->kv_heads = c->num_global_key_value_heads;
+    if (c->num_global_key_value_heads > 0) s->kv_heads = c->num_global_key_value_heads;
     // _compute_proportional_rope_parameters: int(factor * head_dim // 2) rotated angles
     s->rope_pairs = (int)floor(c->partial_rotary_factor * s->head_dim / 2.0);
   }
@@ -883,9 +887,24 @@ static void add_rope_gemma4(cJSON *root, const GemmaConfig *c) {
   cJSON_AddStringToObject(sliding, "rope_type", "default");
 }
 
-// Gemma4ForCausalLM's config.json; global_head_dim and
-// num_global_key_value_heads as the Hub's files carry them (transformers
-// derives per_layer_config from them).
+// The full-attention layers' head dim and kv heads as transformers writes
+// them: {"<layer>": {"head_dim": .., "num_key_value_heads": ..}} (the kv
+// heads only when they differ from num_key_value_heads).
+static void add_per_layer_config(cJSON *root, const GemmaConfig *c) {
+  cJSON *plc = cJSON_AddObjectToObject(root, "per_layer_config");
+  for (int l = 0; l < c->num_hidden_layers; l++) {
+    if (c->layer_is_sliding[l]) continue;
+    char key[16];
+    snprintf(key, sizeof key, "%d", l);
+    cJSON *layer = cJSON_AddObjectToObject(plc, key);
+    cJSON_AddNumberToObject(layer, "head_dim", c->global_head_dim);
+    if (c->num_global_key_value_heads > 0) cJSON_AddNumberToObject(layer, "num_key_value_heads", c->num_global_key_value_heads);
+  }
+}
+
+// Gemma4ForCausalLM's config.json, with per_layer_config as transformers
+// writes it (what it derives from the Hub files' global_head_dim and
+// num_global_key_value_heads).
 static cJSON *config_object_gemma4(const GemmaConfig *c, const char *torch_dtype) {
   cJSON *root = cJSON_CreateObject();
   cJSON *arch = cJSON_AddArrayToObject(root, "architectures");
@@ -897,7 +916,6 @@ static cJSON *config_object_gemma4(const GemmaConfig *c, const char *torch_dtype
   cJSON_AddFalseToObject(root, "enable_moe_block");
   add_eos(root, c);
   add_softcap(root, "final_logit_softcapping", c->final_logit_softcapping);
-  cJSON_AddNumberToObject(root, "global_head_dim", c->global_head_dim);
   cJSON_AddNumberToObject(root, "head_dim", c->head_dim);
   cJSON_AddStringToObject(root, "hidden_activation", "gelu_pytorch_tanh");
   cJSON_AddNumberToObject(root, "hidden_size", c->hidden_size);
@@ -908,12 +926,11 @@ static cJSON *config_object_gemma4(const GemmaConfig *c, const char *torch_dtype
   cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_position_embeddings);
   cJSON_AddStringToObject(root, "model_type", "gemma4_text");
   cJSON_AddNumberToObject(root, "num_attention_heads", c->num_attention_heads);
-  if (c->num_global_key_value_heads > 0) cJSON_AddNumberToObject(root, "num_global_key_value_heads", c->num_global_key_value_heads);
-  else cJSON_AddNullToObject(root, "num_global_key_value_heads");
   cJSON_AddNumberToObject(root, "num_hidden_layers", c->num_hidden_layers);
   cJSON_AddNumberToObject(root, "num_key_value_heads", c->num_key_value_heads);
   cJSON_AddNumberToObject(root, "num_kv_shared_layers", c->num_kv_shared_layers);
   cJSON_AddNumberToObject(root, "pad_token_id", c->pad_token_id);
+  add_per_layer_config(root, c);
   add_float(root, "rms_norm_eps", c->rms_norm_eps);
   add_rope_gemma4(root, c);
   cJSON_AddNumberToObject(root, "sliding_window", c->sliding_window);

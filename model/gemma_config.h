@@ -46,7 +46,7 @@ typedef struct GemmaConfig {
   int hidden_size_per_layer_input;  // P: per-layer embedding width, 0 = no per-layer embeddings
   int vocab_size_per_layer_input;   // Vp: rows of the per-layer embedding table (<= V)
   int global_head_dim;              // head dim of full-attention layers
-  int num_global_key_value_heads;   // kv heads of full-attention layers with attention_k_eq_v (0 = nkv)
+  int num_global_key_value_heads;   // kv heads of full-attention layers (0 = nkv)
   int attention_k_eq_v;             // full-attention layers: no v_proj, values are the k_proj output
   int num_kv_shared_layers;         // the last ones reuse the k/v of the last earlier layer of their type
   int use_double_wide_mlp;          // kv-shared layers have a 2I-wide MLP

@@ -21,6 +21,13 @@ static int same(const GemmaConfig *a, const GemmaConfig *b) {
       a->eos_token_id != b->eos_token_id || a->pad_token_id != b->pad_token_id ||
       a->num_extra_eos != b->num_extra_eos)
     return 0;
+  // Gemma 4 fields (zero for Gemma 2/3)
+  if (a->hidden_size_per_layer_input != b->hidden_size_per_layer_input ||
+      a->vocab_size_per_layer_input != b->vocab_size_per_layer_input || a->global_head_dim != b->global_head_dim ||
+      a->num_global_key_value_heads != b->num_global_key_value_heads || a->attention_k_eq_v != b->attention_k_eq_v ||
+      a->num_kv_shared_layers != b->num_kv_shared_layers || a->use_double_wide_mlp != b->use_double_wide_mlp ||
+      a->partial_rotary_factor != b->partial_rotary_factor)
+    return 0;
   for (int i = 0; i < a->num_extra_eos; i++)
     if (a->extra_eos_token_ids[i] != b->extra_eos_token_ids[i]) return 0;
   return memcmp(a->layer_is_sliding, b->layer_is_sliding, (size_t)a->num_hidden_layers) == 0;
