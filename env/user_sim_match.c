@@ -536,24 +536,21 @@ typedef struct Reading {
   int clause[MAX_TOKENS];  // clause index of each word
 } Reading;
 
-// Whether a weak keyword at span j opens its clause: only fillers and
-// request words before it.
-static int opens_clause(const Reading *r, int j) {
-  int c = r->clause[r->sp[j].start];
-  for (int i = 0; i < j; i++) {
+// opens[t]: only fillers and request words come before word t in its clause
+// (a weak keyword there asks: "And from which date?"). Linear in the words.
+static void clause_openers(const Reading *r, int n_words, uint8_t *opens) {
+  uint8_t mark[MAX_TOKENS];  // 0 outside every span, 1 filler/request only, 2 anything else
+  memset(mark, 0, (size_t)n_words);
+  for (int i = 0; i < r->n; i++) {
     const Span *sp = &r->sp[i];
-    if (sp->dropped || r->clause[sp->start] != c) continue;
-    if (span_is_field(sp) || !(sp->kinds & (BIT(USIM_FILLER) | BIT(USIM_REQUEST) | BIT(USIM_POLITE)))) return 0;
+    if (sp->dropped) continue;
+    int lead = !span_is_field(sp) && (sp->kinds & (BIT(USIM_FILLER) | BIT(USIM_REQUEST) | BIT(USIM_POLITE))) &&
+               !(sp->kinds & ~(BIT(USIM_FILLER) | BIT(USIM_REQUEST) | BIT(USIM_POLITE)));
+    for (int t = sp->start; t < sp->end && t < n_words; t++)
+      if (mark[t] < 2) mark[t] = lead && mark[t] != 2 ? 1 : 2;
   }
-  // a word outside every span before it in the clause also disqualifies it
-  int covered = 0;
-  for (int t = r->sp[j].start - 1; t >= 0 && r->clause[t] == c; t--) {
-    covered = 0;
-    for (int i = 0; i < j && !covered; i++)
-      covered = !r->sp[i].dropped && r->sp[i].start <= t && r->sp[i].end > t;
-    if (!covered) return 0;
-  }
-  return 1;
+  for (int t = 0; t < n_words; t++)
+    opens[t] = t == 0 || r->clause[t] != r->clause[t - 1] || (opens[t - 1] && mark[t - 1] == 1);
 }
 
 typedef enum { MENTION_NONE = 0, MENTION_ASKED, MENTION_ANTECEDENT } Mention;
@@ -635,6 +632,8 @@ static void read_sentence(const Sentence *s, const UserSimWords *tp, const UserS
     if (q->kinds & BIT(USIM_INJECTION)) out->injection = 1;
   }
   if (request && !service) out->question = 1;
+  uint8_t opens[MAX_TOKENS];
+  clause_openers(&r, s->n, opens);
   for (int j = 0; j < r.n; j++) {
     Span *f = &r.sp[j];
     if (f->dropped) continue;
@@ -643,7 +642,7 @@ static void read_sentence(const Sentence *s, const UserSimWords *tp, const UserS
       continue;
     }
     if (!span_is_field(f) || echo_covers(echo, s, f->start, f->end)) continue;
-    uint64_t fields = f->fields | (f->weak_fields && opens_clause(&r, j) ? f->weak_fields : 0);
+    uint64_t fields = f->fields | (f->weak_fields && opens[f->start] ? f->weak_fields : 0);
     int other = 0;
     for (int i = 0; i < r.n; i++)
       other |= !r.sp[i].dropped && (r.sp[i].kinds & BIT(USIM_OTHER)) && r.clause[r.sp[i].start] == r.clause[f->start];

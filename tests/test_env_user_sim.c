@@ -467,6 +467,27 @@ static void test_several_and_repeats(void) {
   CHECK(asked(&t2, "I won't need your date of birth, just the mobile please.") == 4, "won't need");
   CHECK(asked(&t2, "Tell me your mobile number but not your DOB.") == 4, "but not");
   CHECK(asked(&t2, "I see you have a tenure in mind. Which one?") == 16, "which one: the field before");
+  // One-word keywords that are function words ask only when they open a clause.
+  FimiError err = {0};
+  task_add_field(&t2, "from_date", "2025-01-01", &err);
+  task_add_field(&t2, "to_date", "2025-01-31", &err);
+  task_add_field_keyword(&t2, "from_date", "from", &err);
+  task_add_field_keyword(&t2, "to_date", "to", &err);
+  CHECK(asked(&t2, "And from?") == 32 && asked(&t2, "Okay, to?") == 64, "weak keywords opening a clause");
+  CHECK(asked(&t2, "Would you like me to send it to your email?") == 0, "weak keywords inside a clause");
+  // Linear time on a long run of weak keywords (quadratic would take minutes).
+  size_t n = 400000;
+  char *long_msg = malloc(n + 2);
+  for (size_t i = 0; i < n; i += 4) memcpy(long_msg + i, i % 400 == 396 ? "to? " : "to, ", 4);
+  long_msg[n] = '?';
+  long_msg[n + 1] = 0;
+  clock_t c0 = clock();
+  UserSimAsk ask;
+  user_sim_analyse(&t2, NULL, long_msg, &ask);
+  double sec = (double)(clock() - c0) / CLOCKS_PER_SEC;
+  CHECK(sec < 5.0 && ask.fields == 64, "400 KB of keywords: %.2f s, fields %llx", sec, (unsigned long long)ask.fields);
+  printf("400 KB message of weak keywords: %.3f s\n", sec);
+  free(long_msg);
   task_free(&t);
   task_free(&t2);
 }
