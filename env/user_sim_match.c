@@ -309,9 +309,6 @@ static void index_build(void) {
   }
 }
 
-// Exposed for tests: how many phrases and prefixes the index holds, and
-// whether everything in the tables fitted.
-int user_sim_index_stats(int *phrases_out, int *prefixes_out);
 int user_sim_index_stats(int *phrases_out, int *prefixes_out) {
   pthread_once(&index_once, index_build);
   *phrases_out = num_phrases;

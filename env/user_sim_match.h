@@ -96,4 +96,8 @@ void user_sim_echo_add(UserSimEcho *echo, const char *text);
 // task's fields. echo may be NULL (no memory of the customer's words).
 void user_sim_analyse(const Task *task, const UserSimEcho *echo, const char *message, UserSimAsk *out);
 
+// For tests: how many phrases and '*' prefixes the index holds; 1 when
+// everything in the tables fitted.
+int user_sim_index_stats(int *phrases_out, int *prefixes_out);
+
 #endif

@@ -21,8 +21,6 @@
 #include "env/user_sim.h"
 #include "test_util.h"
 
-int user_sim_index_stats(int *phrases_out, int *prefixes_out);  // env/user_sim_match.c
-
 // ---- phrasings per field ---------------------------------------------------------
 
 typedef struct FieldPhrasings {
