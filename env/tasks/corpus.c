@@ -38,7 +38,7 @@ static const struct {
     {"leakage", "no training or validation task shares a held-out task's instance (family and customer)"},
     {"customer_spread", "one customer in at most max(8, 3 x the split's tasks per customer) tasks of a split"},
     {"family_balance", "one family at most 3% of the training sample"},
-    {"family_coverage", "every sample family is in the training sample; every held-out family has held-out tasks"},
+    {"family_coverage", "every sample family with tasks passing relevant_args is in the training sample; every shallow family has held-out tasks"},
     {"use_case_shares", "corpus use-case shares within 1.5 points of the target"},
     {"disjoint", "no task in two splits; no training task shares a held-out instance"},
     {"stratified", "each kind's share of the training sample within 2 points of its held-out share"},
@@ -638,13 +638,17 @@ static void run_checks(Corpus *c, const KeySet *heldout_instances) {
   // (Checked when the split has room for 10 tasks per family; small test
   // corpora spread a kind's few tasks over fewer families.)
   int missing_train = 0, missing_heldout = 0, sample_families = 0, shallow_families = 0;
+  // A sample family counts when some task of it passes the sample's
+  // relevant_args gate (families whose every task fails it are that gate's).
+  int sample_ok[CORPUS_MAX_FAMILIES] = {0};
+  for (int i = 0; i < c->count; i++) sample_ok[c->tasks[i].family] |= c->tasks[i].relevant_ok;
   for (int f = 0; f < c->num_families; f++) {
-    sample_families += c->families[f].in_sample && c->families[f].tasks > 0;
+    sample_families += c->families[f].in_sample && sample_ok[f];
     shallow_families += c->families[f].shallow && c->families[f].tasks > 0;
   }
   for (int f = 0; f < c->num_families; f++) {
     const CorpusFamily *fam = &c->families[f];
-    if (fam->in_sample && fam->tasks > 0 && fam->split_tasks[CORPUS_SPLIT_TRAIN] == 0 &&
+    if (fam->in_sample && sample_ok[f] && fam->split_tasks[CORPUS_SPLIT_TRAIN] == 0 &&
         c->config.train >= 10 * sample_families)
       missing_train++;
     if (fam->shallow && fam->tasks > 0 && fam->split_tasks[CORPUS_SPLIT_HELDOUT] == 0 &&
