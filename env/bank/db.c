@@ -101,16 +101,6 @@ int bank_episode_open(const BankImage *image, const KnowledgeBase *kb, BankEpiso
     bank_episode_close(ep);
     return -1;
   }
-  // A page cache that holds the whole image: SQLite copies a page from the
-  // deserialized bytes into its cache on first read, and with the default
-  // 2 MB cache a big image's pages were copied again and again across
-  // episodes on different customers. Pages enter the cache only when read.
-  int64_t cache_kib = image->size / 1024 * 2;
-  if (cache_kib > 2000) {
-    char pragma[64];
-    snprintf(pragma, sizeof pragma, "PRAGMA cache_size = -%lld", (long long)cache_kib);
-    sqlite3_exec(ep->db, pragma, NULL, NULL, NULL);
-  }
   *out = ep;
   return 0;
 }
