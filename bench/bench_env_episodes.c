@@ -5,8 +5,10 @@
 // (digest of the mutable tables, sequence/LCS, comm, judge) and env_close.
 // Tasks come from every registered family (generated before timing) on the
 // default 30-customer bank, or with --customers C on a bank of C customers
-// (the corpus bank is 1,000; docs/corpus.md). Prints the image's build time
-// and size, episodes per second over all families and per family.
+// (the corpus bank is 500; docs/corpus.md). Prints the image's build time
+// and size, what one episode's database costs (fresh copy, pooled, digest),
+// episodes per second (wall and per CPU second) over all families and per
+// family.
 //
 // Usage: bench_env_episodes [--episodes N] (default 4000) [--per-family K] (default 20)
 //                           [--customers C] (default 30)
@@ -77,6 +79,50 @@ static double run_digest(EnvWorld *world, const Task *tasks, int n, int count) {
   return now_seconds() - start;
 }
 
+// What one episode's database costs on this image, three ways: a fresh copy
+// (bank_episode_open + close), a fresh copy and its first query (the schema
+// parse), a pooled episode (acquire, one query, release: a transaction on a
+// kept connection); and one state digest (the db check's slow path).
+static void time_copies(const BankImage *image) {
+  FimiError err = {0};
+  int fresh_n = image->size > (4 << 20) ? 50 : 200, pooled_n = 2000, digest_n = 20;
+  char today[11];
+  double t = cpu_seconds();
+  for (int i = 0; i < fresh_n; i++) {
+    BankEpisode *ep = NULL;
+    if (bank_episode_open(image, NULL, &ep, &err) != 0) die("fresh copy", &err);
+    bank_episode_close(ep);
+  }
+  double fresh = (cpu_seconds() - t) / fresh_n;
+  t = cpu_seconds();
+  for (int i = 0; i < fresh_n; i++) {
+    BankEpisode *ep = NULL;
+    if (bank_episode_open(image, NULL, &ep, &err) != 0 || bank_episode_today(ep, today, &err) != 0) die("query", &err);
+    bank_episode_close(ep);
+  }
+  double fresh_query = (cpu_seconds() - t) / fresh_n;
+  BankPool *pool = NULL;
+  BankEpisode *ep = NULL;
+  if (bank_pool_create(image, NULL, &pool, &err) != 0 || bank_pool_acquire(pool, &ep, &err) != 0) die("pool", &err);
+  bank_pool_release(ep);
+  t = cpu_seconds();
+  for (int i = 0; i < pooled_n; i++) {
+    if (bank_pool_acquire(pool, &ep, &err) != 0 || bank_episode_today(ep, today, &err) != 0) die("pooled", &err);
+    bank_pool_release(ep);
+  }
+  double pooled = (cpu_seconds() - t) / pooled_n;
+  if (bank_pool_acquire(pool, &ep, &err) != 0) die("pool", &err);
+  uint64_t digest = 0;
+  t = cpu_seconds();
+  for (int i = 0; i < digest_n; i++)
+    if (env_state_digest(ep, &digest, &err) != 0) die("digest", &err);
+  double digest_s = (cpu_seconds() - t) / digest_n;
+  bank_pool_release(ep);
+  bank_pool_free(pool);
+  printf("per episode (CPU us): fresh copy %.0f, fresh copy + first query %.0f, pooled %.1f; state digest %.0f\n",
+         1e6 * fresh, 1e6 * fresh_query, 1e6 * pooled, 1e6 * digest_s);
+}
+
 int main(int argc, char **argv) {
   int episodes = 4000, per_family = 20, customers = BANK_DEFAULT_CUSTOMERS;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -97,6 +143,7 @@ int main(int argc, char **argv) {
   if (bank_image_build(image_seed, &timed, &err) != 0) die("image", &err);
   printf("image: %d customers, %lld bytes, built in %.1f ms\n", timed.num_customers, (long long)timed.size,
          1e3 * (now_seconds() - build_start));
+  time_copies(&timed);
   bank_image_free(&timed);
   if (task_gen_context_init(&ctx, image_seed, &err) != 0 || env_world_create(&world, &err) != 0) die("setup", &err);
   int families = task_family_count();
