@@ -90,7 +90,7 @@ cmake --build "$BUILD_DIR" -j"$JOBS"
 stage_done build
 ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decode test_tokenizer test_bpe_train
             test_chat test_toolcall test_env_db test_env_tools test_env_knowledge test_env_task test_env_episode
-            test_env_families test_dataset test_ops_adamw test_optim test_dpo_loss test_dist_shard mpi_comm_test
+            test_env_families test_dataset test_ops_adamw test_optim test_dpo_loss test_parallel_shard mpi_comm_test
             test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
             test_gpu_train_standin env_mpi_test test_grpo_loss test_rollout test_env_transcript test_mcp test_mcp_http
             test_eval test_eval_bench rollout_exchange_test test_dpo_corpus test_dpo_pairs test_env_corpus

@@ -11,7 +11,7 @@
 # per rank, so every run uses the same cores). Prints per run: median over
 # steps 2..STEPS of tokens/s and pairs/s, and each rank's peak RSS
 # (/usr/bin/time %M) next to the ZeRO-3 formula of `fimi train --dry-run`
-# (dist/zero3.h) for a unit of one pair of the longest rows.
+# (parallel/zero3.h) for a unit of one pair of the longest rows.
 #
 # Usage: bench/cpu_dpo_step.sh BUILD_DIR [PRESET] [STEPS] [MICRO_BATCH] [VOCAB] [THREADS]
 # Env:   UNIT (default 1): dist.unit_size, pairs per ZeRO-3 forward/backward.

@@ -33,12 +33,12 @@ static const ConfigField cuda_fields[] = {
      "correctness reference; no softcap)"},
 };
 
-// Rank roles (dist/roles.h, docs/distributed.md): set at most one of the two.
+// Rank roles (parallel/roles.h, docs/distributed.md): set at most one of the two.
 static const ConfigField dist_fields[] = {
     {"dist", "env_ranks", CONFIG_INT, "0", "the last N ranks are env ranks (CPU only); the rest train"},
     {"dist", "roles", CONFIG_STRING, "", "explicit role per rank, e.g. \"train*6,env*2\"; length = world size"},
     {"dist", "zero3", CONFIG_BOOL, "false",
-     "fimi train shards the model ZeRO-3 style (dist/zero3.h) even at world 1; always on under mpirun with > 1 rank"},
+     "fimi train shards the model ZeRO-3 style (parallel/zero3.h) even at world 1; always on under mpirun with > 1 rank"},
     {"dist", "unit_size", CONFIG_INT, "1",
      "rows (sft) or pairs (dpo) per ZeRO-3 forward/backward call; results do not depend on the world size for a "
      "given unit_size (docs/training.md)"},

@@ -5,7 +5,7 @@
 // run directory (docs/training.md, docs/dpo.md). --dry-run validates the
 // config and prints the plan without loading the model or data.
 // Under mpirun with more than one rank (or with dist.zero3 = true) training
-// runs sharded: a ZeRO-3 TrainState (dist/zero3.h) and an objective whose
+// runs sharded: a ZeRO-3 TrainState (parallel/zero3.h) and an objective whose
 // units are dist.unit_size rows (SFT) or pairs (DPO) (docs/training.md,
 // "Across ranks").
 // --device cuda trains on one GPU (cmd/train_cuda.h; docs/training.md, "On
@@ -21,9 +21,9 @@
 #include "cmd/train_grpo.h"
 #include "core/fileio.h"
 #include "core/log.h"
-#include "dist/comm.h"
-#include "dist/roles.h"
-#include "dist/zero3.h"
+#include "parallel/comm.h"
+#include "parallel/roles.h"
+#include "parallel/zero3.h"
 #include "dpo/objective.h"
 #include "dpo/reference.h"
 #include "kernels/device.h"
@@ -269,7 +269,7 @@ static int plan_model(const TrainSetup *t, const CliOptions *opts, GemmaConfig *
   return 0;
 }
 
-// --dry-run: ZeRO-3 memory per rank (dist/zero3.h) at a few world sizes, for
+// --dry-run: ZeRO-3 memory per rank (parallel/zero3.h) at a few world sizes, for
 // units of unit_tokens tokens (default: the model's positions, capped at
 // 4096; a DPO unit is a pair: two rows).
 static void print_memory_plan(const TrainSetup *t, const GemmaConfig *model, const char *why, int64_t unit_tokens) {
@@ -411,7 +411,7 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, Cu
 
 // ---- across ranks (ZeRO-3) ----------------------------------------------------------
 
-// The sharded objectives. THE UNIT RULE of dist/zero3.h: a unit is
+// The sharded objectives. THE UNIT RULE of parallel/zero3.h: a unit is
 // dist.unit_size consecutive rows (SFT) or pairs (DPO: dpo/objective.h,
 // DpoModelOps) of the micro-batch (the last one may be shorter); unit u goes
 // to rank u % world as its call u / world; when the units do
@@ -655,7 +655,7 @@ static int run_training(TrainSetup *t, Communicator *comm, FimiError *err) {
   return rc;
 }
 
-// Under mpirun. Ranks have roles ([dist] env_ranks / roles, dist/roles.h):
+// Under mpirun. Ranks have roles ([dist] env_ranks / roles, parallel/roles.h):
 // train ranks run ZeRO-3 on their own communicator (the world split by
 // role); env ranks serve rollouts, which SFT and DPO do not use, so they
 // only wait for the train ranks. World 1 without dist.zero3 is the plain path.

@@ -7,8 +7,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/roles.h"
+#include "parallel/comm.h"
+#include "parallel/roles.h"
 #include "rl/grpo.h"
 #include "train/loop.h"
 

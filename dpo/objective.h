@@ -52,7 +52,7 @@ int dpo_reference_kind_parse(const char *name, DpoReferenceKind *out, FimiError 
 
 // The policy-model calls DPO makes, when they are not the loop's GemmaModel:
 // a ZeRO-3 model across ranks (cmd/cmd_train.c) or a GPU. The micro-batch's
-// pairs are then cut into units of `unit` pairs (dist/zero3.h's units): unit
+// pairs are then cut into units of `unit` pairs (parallel/zero3.h's units): unit
 // u is forwarded and backwarded on rank u % world in one call (ranks left
 // without a unit in the last round run unit 0 with zero gradients), and the
 // loss sums are all-reduced.

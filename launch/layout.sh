@@ -13,9 +13,9 @@
 #                               then E0 env ranks (default E0 = E)
 #   nodes K..N-1 (CPU nodes):   E env ranks
 # K defaults to N. The roles go to fimi as one explicit list,
-# dist.roles = "train*G,env*E0,...,env*E" (dist/roles.h), so fimi's own
+# dist.roles = "train*G,env*E0,...,env*E" (parallel/roles.h), so fimi's own
 # numbering gives train index t and env index e in world-rank order, and the
-# partners printed here are computed by the rule of dist/roles.c: with T
+# partners printed here are computed by the rule of parallel/roles.c: with T
 # train and E_total env ranks and m = min(T, E_total), t and e are partners
 # iff t mod m == e mod m (tests/slurm/layout_agree.c checks every printed
 # partner against rank_layout_partners).
@@ -109,7 +109,7 @@ done
 WORLD=${#R_NODE[@]} T=${#TRAIN_WORLD[@]} E=${#ENV_WORLD[@]}
 M=$((T < E ? T : E))
 
-partners() {  # partners WORLD_RANK: world ranks of its partners, comma-separated (dist/roles.c)
+partners() {  # partners WORLD_RANK: world ranks of its partners, comma-separated (parallel/roles.c)
   local r=$1 list="" j
   if [ "$M" -gt 0 ]; then
     if [ "${R_ROLE[$r]}" = train ]; then

@@ -64,7 +64,7 @@ typedef struct GemmaTensor {
 typedef struct GemmaActivations GemmaActivations;  // defined in gemma.c
 
 // Per-layer hooks (docs/model.md, "Layer hooks"): let a caller that keeps the
-// layer parameters elsewhere (ZeRO-3 in dist/zero3.c keeps only a shard per
+// layer parameters elsewhere (ZeRO-3 in parallel/zero3.c keeps only a shard per
 // rank) hand each layer its parameters just before the layer runs and take
 // its gradient right after the layer's backward. Generic callbacks: model/
 // knows nothing of MPI. With model->hooks == NULL (the default) nothing

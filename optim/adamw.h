@@ -15,7 +15,7 @@
 // Elements no range covers (ZeRO padding, frozen tensors) are never touched.
 // optim/ knows no model: the caller builds ranges from the model's tensor
 // table with adamw_name_decays(), and under ZeRO-3 intersects them with the
-// shard first (dist/shard.h's shard_pieces gives shard_offset and count).
+// shard first (parallel/shard.h's shard_pieces gives shard_offset and count).
 #ifndef FIMI_OPTIM_ADAMW_H
 #define FIMI_OPTIM_ADAMW_H
 

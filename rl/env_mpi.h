@@ -1,6 +1,6 @@
 // rl/env_mpi.h: episodes on env ranks over MPI (docs/grpo.md, "Environment
 // ranks"). Defines env_client_mpi_create (the EnvClient of a train rank,
-// whose episodes run on its partner env ranks of dist/roles.h) and
+// whose episodes run on its partner env ranks of parallel/roles.h) and
 // env_rank_serve (the loop an env rank runs until every partner train rank
 // has closed its client).
 //
@@ -15,8 +15,8 @@
 #define FIMI_RL_ENV_MPI_H
 
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/roles.h"
+#include "parallel/comm.h"
+#include "parallel/roles.h"
 #include "env/tasks/task.h"
 #include "rl/env_client.h"
 

@@ -28,7 +28,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "rl/env_client.h"
 #include "rl/grpo_loss.h"
 #include "rl/rollout.h"
@@ -109,7 +109,7 @@ typedef struct GrpoModelAccess {
 // (ZeRO-3 across ranks: cmd/cmd_train.c). A micro-batch's rollouts are cut
 // into units of `unit` rollouts, unit u runs on rank u % world as its call
 // u / world (ranks without a unit in the last round run unit 0 with zero
-// gradients), and the loss sums are all-reduced: dist/zero3.h's unit rule.
+// gradients), and the loss sums are all-reduced: parallel/zero3.h's unit rule.
 typedef struct GrpoModelOps {
   int (*forward)(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs, FimiError *err);
   int (*backward)(void *ctx, const float *dlogprobs, FimiError *err);

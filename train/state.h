@@ -6,7 +6,7 @@
 // The replicated (world 1) version: AdamW owns moments for every parameter
 // buffer (the globals and each layer), the ranges come from the model's
 // tensor table with adamw_name_decays. A sharded version (ZeRO-3 across MPI
-// ranks, set up by cmd/cmd_train.c with dist/zero3.h, which train/ does not
+// ranks, set up by cmd/cmd_train.c with parallel/zero3.h, which train/ does not
 // link) plugs in through TrainStateOps: zero_grad clears the gradient
 // accumulators, clip_step does the global-norm clipping and the update in one
 // collective call, gather writes the full weights into `model` for saving.

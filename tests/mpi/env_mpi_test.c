@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "core/progress.h"
-#include "dist/comm.h"
-#include "dist/roles.h"
+#include "parallel/comm.h"
+#include "parallel/roles.h"
 #include "env/agents.h"
 #include "env/episode.h"
 #include "env/tasks/family.h"

@@ -11,7 +11,7 @@
 #   plain path's whole-micro-batch GEMMs round differently): with clipping
 #   off (train.max_grad_norm = 0) the weights are bitwise equal and every
 #   metric but grad_norm equal (its sum over shards differs in the last bits,
-#   dist/zero3.h: within 1e-12 relative); with clipping active the clip scale
+#   parallel/zero3.h: within 1e-12 relative); with clipping active the clip scale
 #   inherits those last bits, so, as in train_world_test.sh and
 #   dpo_world_test.sh, the weights agree within 1e-5 and the metrics within
 #   1e-5 relative.

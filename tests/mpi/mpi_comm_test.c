@@ -20,9 +20,9 @@
 #include <string.h>
 
 #include "core/fileio.h"
-#include "dist/comm.h"
-#include "dist/roles.h"
-#include "dist/shard.h"
+#include "parallel/comm.h"
+#include "parallel/roles.h"
+#include "parallel/shard.h"
 #include "../test_util.h"
 
 // ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// tests/mpi/nccl_comm_test.c: dist/comm_nccl on device buffers: init (the
+// tests/mpi/nccl_comm_test.c: parallel/comm_nccl on device buffers: init (the
 // ncclUniqueId travels over MPI), all_gather, reduce_scatter (sum, mean),
 // all_reduce (sum, max) on fp32 and all_gather on bf16, and broadcast,
 // against a serial float64 reference. Rank r uses GPU r % (GPUs on the node).
@@ -11,7 +11,7 @@
 
 #include <cuda_runtime.h>
 
-#include "dist/comm_nccl.h"
+#include "parallel/comm_nccl.h"
 #include "../test_util.h"
 
 static float value(int salt, int rank, size_t i) {

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "rl/grpo.h"
 #include "rl/rollout.h"
 #include "../test_util.h"

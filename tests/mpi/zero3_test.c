@@ -1,4 +1,4 @@
-// tests/mpi/zero3_test.c: ZeRO-3 (dist/zero3.c) under mpirun, driven by
+// tests/mpi/zero3_test.c: ZeRO-3 (parallel/zero3.c) under mpirun, driven by
 // tests/mpi/mpi_tests.sh (mode zero3) at world 1, 2 and 4. Modes:
 //   train PRESET RECOMPUTE UNIT FILE  20 AdamW steps (weight decay,
 //        clipping at norm 1, forward_backward on even steps, forward +
@@ -27,8 +27,8 @@
 #include <sys/resource.h>
 
 #include "core/rng.h"
-#include "dist/comm.h"
-#include "dist/zero3.h"
+#include "parallel/comm.h"
+#include "parallel/zero3.h"
 #include "model/gemma.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"

@@ -3,7 +3,7 @@
 // paper's 5 x 8 DPO and GRPO ones, and every small one: 1-3 nodes, 1-3 GPUs,
 // 0-3 env ranks per node, 1..N train nodes, 0 or 2 env ranks on train nodes)
 // it runs `layout.sh --roles` and `--table`, builds fimi's RankLayout from
-// that dist.roles value (dist/roles.h, as `fimi train --set dist.roles=...`
+// that dist.roles value (parallel/roles.h, as `fimi train --set dist.roles=...`
 // does) and checks, for every world rank: the role, the index within the
 // role, the partner list (rank_layout_partners), the GPU (the local rank on
 // its node for train ranks, none for env ranks) and that each node's ranks
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/roles.h"
+#include "parallel/roles.h"
 
 static int failures = 0;
 
@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
     }
     free(out);
   }
-  printf("%d layouts compared with dist/roles.c, %d refused layouts, %d failures\n", layouts,
+  printf("%d layouts compared with parallel/roles.c, %d refused layouts, %d failures\n", layouts,
          (int)(sizeof refused / sizeof refused[0]), failures);
   return failures ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-// dist/comm_nccl.h: collectives on device buffers over NCCL. Defines
+// parallel/comm_nccl.h: collectives on device buffers over NCCL. Defines
 // DeviceComm (an NCCL communicator over the same ranks as a host
 // Communicator, one GPU per rank, and the CUDA stream its collectives are
 // enqueued on), device_comm_init (rank 0 creates the ncclUniqueId and
@@ -6,19 +6,19 @@
 // broadcast on fp32 or bf16 device buffers.
 //
 // Built only when the CUDA backend is built and NCCL is found (FIMI_HAVE_NCCL,
-// dist/CMakeLists.txt). Status: compiled, not yet run on a GPU (see
-// docs/distributed.md). Determinism: unlike dist/comm.h, the order of NCCL's
+// parallel/CMakeLists.txt). Status: compiled, not yet run on a GPU (see
+// docs/distributed.md). Determinism: unlike parallel/comm.h, the order of NCCL's
 // reductions is NCCL's (ring/tree, protocol, channel count): reproducible run
 // to run on the same ranks and topology in practice, not across world sizes.
 // Calls are asynchronous on `stream`: buffers must not be touched until
 // device_comm_synchronize (or later work on the same stream).
-#ifndef FIMI_DIST_COMM_NCCL_H
-#define FIMI_DIST_COMM_NCCL_H
+#ifndef FIMI_PARALLEL_COMM_NCCL_H
+#define FIMI_PARALLEL_COMM_NCCL_H
 
 #include <stddef.h>
 
 #include "core/error.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 struct ncclComm;     // ncclComm_t
 struct CUstream_st;  // cudaStream_t
@@ -36,7 +36,7 @@ typedef struct DeviceComm {
 int device_comm_init(DeviceComm *dc, Communicator *host, int cuda_device, FimiError *err);
 void device_comm_free(DeviceComm *dc);
 
-// Same meaning as the host versions in dist/comm.h; pointers are device memory.
+// Same meaning as the host versions in parallel/comm.h; pointers are device memory.
 int device_comm_all_gather(DeviceComm *dc, const void *shard, size_t shard_count, void *full, DeviceDtype dtype,
                            FimiError *err);
 int device_comm_reduce_scatter(DeviceComm *dc, const void *full, size_t shard_count, void *shard, DeviceDtype dtype,

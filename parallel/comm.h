@@ -1,4 +1,4 @@
-// dist/comm.h: the host-buffer communicator. Defines Communicator (a private
+// parallel/comm.h: the host-buffer communicator. Defines Communicator (a private
 // duplicate of an MPI communicator with its rank and size), comm_mpi_init /
 // comm_mpi_finalize, and the collectives ZeRO-3 and the training loop use:
 // all_gather (equal float shards -> full buffer), reduce_scatter (full
@@ -23,8 +23,8 @@
 // same order with the same counts (MPI's rule); counts are not exchanged.
 // After a failed collective the communicator is in an unknown state (messages
 // may be in flight): report the error and end the job, do not retry.
-#ifndef FIMI_DIST_COMM_H
-#define FIMI_DIST_COMM_H
+#ifndef FIMI_PARALLEL_COMM_H
+#define FIMI_PARALLEL_COMM_H
 
 #include <stddef.h>
 

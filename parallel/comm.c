@@ -1,4 +1,4 @@
-// dist/comm.c: host-buffer collectives over MPI with fixed-order reductions
+// parallel/comm.c: host-buffer collectives over MPI with fixed-order reductions
 // (see comm.h for the determinism guarantee).
 //
 // A reduction is one point-to-point exchange per chunk: rank q owns a piece
@@ -7,7 +7,7 @@
 // the owner then reduces scratch in rank order. The volume per rank is
 // (world-1)/world of the buffer, like a ring reduce-scatter, but the order
 // of additions is fixed by rank, never by the library's algorithm choice.
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 #include <limits.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
-// dist/roles.c: rank layouts from the [dist] config and the role
+// parallel/roles.c: rank layouts from the [dist] config and the role
 // communicators (see roles.h).
-#include "dist/roles.h"
+#include "parallel/roles.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-// dist/shard.c: ZeRO-3 shard arithmetic (see shard.h). Pure size_t
+// parallel/shard.c: ZeRO-3 shard arithmetic (see shard.h). Pure size_t
 // arithmetic; every sum and product that could wrap is checked first.
-#include "dist/shard.h"
+#include "parallel/shard.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-// dist/shard.h: the ZeRO-3 sharding arithmetic (pure functions, no MPI).
+// parallel/shard.h: the ZeRO-3 sharding arithmetic (pure functions, no MPI).
 // Defines ShardSpec (a flat buffer of numel elements split into `world`
 // equal padded shards), the begin/count of each rank's real elements,
 // TensorRange / ShardPiece and shard_pieces(), which maps named tensor
@@ -11,8 +11,8 @@
 // slots of its shard, at its end, are padding (always 0 in gathers). Padding
 // is therefore at the end of the last shards only, and a rank may hold no
 // real element at all (numel = 5, world = 4: shard 2, rank 3 has none).
-#ifndef FIMI_DIST_SHARD_H
-#define FIMI_DIST_SHARD_H
+#ifndef FIMI_PARALLEL_SHARD_H
+#define FIMI_PARALLEL_SHARD_H
 
 #include <stddef.h>
 #include <stdint.h>

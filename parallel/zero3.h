@@ -1,4 +1,4 @@
-// dist/zero3.h: ZeRO-3 training of the Gemma model over a Communicator
+// parallel/zero3.h: ZeRO-3 training of the Gemma model over a Communicator
 // (docs/distributed.md, "ZeRO-3"). Defines Zero3Config, Zero3 (a rank's
 // shards, gather buffers and optimizer), and the calls the training loop
 // makes: zero3_create, zero3_zero_grads, zero3_forward_backward (SFT-style),
@@ -8,7 +8,7 @@
 //
 // What each rank holds (docs/distributed.md has the memory formula):
 // - every transformer layer and the globals (tied embedding + final norm),
-//   each one flat buffer split into equal padded shards (dist/shard.h): the
+//   each one flat buffer split into equal padded shards (parallel/shard.h): the
 //   rank's fp32 shard (master weights), its gradient as a double accumulator
 //   plus the float copy AdamW reads, and the AdamW moments of the shard
 //   (registered as "globals" and "layers.N", shard_size floats each);
@@ -34,8 +34,8 @@
 //
 // Every call below is collective: all ranks call it in the same order. Do
 // not copy a Zero3 after zero3_create (the model's hooks point into it).
-#ifndef FIMI_DIST_ZERO3_H
-#define FIMI_DIST_ZERO3_H
+#ifndef FIMI_PARALLEL_ZERO3_H
+#define FIMI_PARALLEL_ZERO3_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,8 +43,8 @@
 #include <mpi.h>
 
 #include "core/error.h"
-#include "dist/comm.h"
-#include "dist/shard.h"
+#include "parallel/comm.h"
+#include "parallel/shard.h"
 #include "model/gemma.h"
 #include "optim/adamw.h"
 #include "optim/clip.h"

@@ -1,6 +1,6 @@
-// dist/comm_nccl.c: NCCL collectives on device buffers (see comm_nccl.h).
+// parallel/comm_nccl.c: NCCL collectives on device buffers (see comm_nccl.h).
 // Compiled only with the CUDA backend and NCCL; unverified on a GPU so far.
-#include "dist/comm_nccl.h"
+#include "parallel/comm_nccl.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-// dist/zero3.c: ZeRO-3 over the model's layer hooks (see zero3.h and
+// parallel/zero3.c: ZeRO-3 over the model's layer hooks (see zero3.h and
 // docs/distributed.md, "ZeRO-3"). Defines the gather schedule (two working
 // buffers: the current layer and the prefetched next one, filled by
 // MPI_Iallgather), the gradient scatter (MPI_Alltoall + fixed-order double
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/zero3.h"
+#include "parallel/zero3.h"
 
 void zero3_config_default(Zero3Config *config) {
   memset(config, 0, sizeof *config);
@@ -130,24 +130,29 @@ static int hook_after_backward(void *ctx, int layer, FimiError *err) {
 // Optimizer registration: the globals whole, each layer's shard with the
 // decay ranges of the tensors it meets.
 
+// The most tensors one layer (or the globals) may hold: Gemma 4's layers
+// with per-layer embeddings have 17 (Gemma 3's 13).
+#define ZERO3_MAX_BUFFER_TENSORS 24
+
 // layer: -1 for the globals.
 static int add_opt_buffer(Zero3 *z, int layer, FimiError *err) {
   const GemmaModel *m = &z->model;
   Zero3Buffer *b = layer < 0 ? &z->globals : &z->layers[layer];
-  TensorRange tr[16];
-  int decays[16], nt = 0;
+  TensorRange tr[ZERO3_MAX_BUFFER_TENSORS];
+  int decays[ZERO3_MAX_BUFFER_TENSORS], nt = 0;
   for (int i = 0; i < m->num_tensors; i++) {
     const GemmaTensor *t = &m->tensors[i];
     if (t->layer != layer) continue;
-    if (nt == 16) return fimi_fail(err, "zero3: layer %d has more than 16 tensors", layer);
+    if (nt == ZERO3_MAX_BUFFER_TENSORS)
+      return fimi_fail(err, "zero3: layer %d has more than %d tensors", layer, ZERO3_MAX_BUFFER_TENSORS);
     tr[nt] = (TensorRange){t->name, t->offset, t->numel};
     decays[nt++] = adamw_name_decays(t->name, t->is_norm, &z->decay_rules);
   }
-  ShardPiece pieces[16];
+  ShardPiece pieces[ZERO3_MAX_BUFFER_TENSORS];
   int np = 0;
   if (shard_pieces(&b->spec, z->comm->rank, tr, nt, pieces, &np, err) != 0) return -1;
   if (np == 0) return 0;  // this rank holds only padding of the buffer: nothing to train
-  AdamWRange ranges[16];
+  AdamWRange ranges[ZERO3_MAX_BUFFER_TENSORS];
   for (int i = 0; i < np; i++) ranges[i] = (AdamWRange){pieces[i].shard_offset, pieces[i].count, decays[pieces[i].tensor]};
   char name[32];
   snprintf(name, sizeof name, layer < 0 ? "globals" : "layers.%d", layer);

@@ -1,4 +1,4 @@
-// tests/test_dist_shard.c: the ZeRO-3 shard arithmetic (dist/shard.h),
+// tests/test_parallel_shard.c: the ZeRO-3 shard arithmetic (parallel/shard.h),
 // exhaustively on small sizes against brute-force per-element references:
 // shards partition the flat buffer in rank order, padding sits only at the
 // end, pieces and masks agree with an element-by-element walk, and bad input
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/shard.h"
+#include "parallel/shard.h"
 #include "test_util.h"
 
 // Layout checks for one (numel, world): recomputes everything element-wise.

@@ -1,4 +1,4 @@
-// dist/roles.h: rank roles. Defines RankRole, RankLayout (which world rank
+// parallel/roles.h: rank roles. Defines RankRole, RankLayout (which world rank
 // is a train rank or an env rank, from the [dist] config: `env_ranks = N`
 // makes the last N ranks env ranks, or `roles` lists them explicitly), the
 // round-robin pairing of train and env ranks, and DistRoles: this rank's
@@ -11,12 +11,12 @@
 // t mod m == e mod m. So with E <= T env rank e serves trains e, e+E, ...
 // and every train rank has exactly one env rank; with E > T every train rank
 // t is served by envs t, t+T, ...; nobody is left without a partner.
-#ifndef FIMI_DIST_ROLES_H
-#define FIMI_DIST_ROLES_H
+#ifndef FIMI_PARALLEL_ROLES_H
+#define FIMI_PARALLEL_ROLES_H
 
 #include "core/config.h"
 #include "core/error.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 typedef enum { ROLE_TRAIN = 0, ROLE_ENV = 1 } RankRole;
 
