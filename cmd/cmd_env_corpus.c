@@ -280,6 +280,6 @@ int cmd_env_corpus(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "build")) return cmd_corpus_build(argc - 2, argv + 2);
   if (!strcmp(argv[1], "report")) return cmd_corpus_report(argc - 2, argv + 2);
-  fprintf(stderr, "fimi env corpus: unknown subcommand \"%s\" (build or report)\n", argv[1]);
+  fprintf(stderr, "fimi env corpus: unknown subcommand \"%s\" (build or report; see fimi env corpus --help)\n", argv[1]);
   return CLI_EXIT_USAGE;
 }
