@@ -353,7 +353,9 @@ int zero3_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens, in
                           FimiError *err) {
   GemmaLayerOffsets off;
   gemma_layer_offsets(cfg, &off);
-  size_t globals = (size_t)cfg->vocab_size * (size_t)cfg->hidden_size + (size_t)cfg->hidden_size;
+  GemmaGlobalOffsets goff;
+  gemma_global_offsets(cfg, &goff);
+  size_t globals = goff.numel;  // embeddings, final norm (+ Gemma 4's per-layer table)
   ShardSpec layer, glob;
   if (shard_spec_init(&layer, off.numel, world, err) != 0 || shard_spec_init(&glob, globals, world, err) != 0)
     return -1;
