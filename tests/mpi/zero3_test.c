@@ -96,11 +96,13 @@ static int plain_train(const GemmaConfig *cfg, int recompute, double *losses, Ge
   if (adamw_init(&opt, &zc.adamw, err) != 0) return -1;
   // ranges: one per tensor, in table order (globals, then each layer)
   for (int l = -1; l < cfg->num_hidden_layers; l++) {
-    AdamWRange ranges[16];
+    AdamWRange ranges[32];  // a layer's tensors: 13 (Gemma 3) to 17 (Gemma 4 with per-layer embeddings)
     int n = 0;
     for (int i = 0; i < m->num_tensors; i++) {
       const GemmaTensor *t = &m->tensors[i];
-      if (t->layer == l) ranges[n++] = (AdamWRange){t->offset, t->numel, adamw_name_decays(t->name, t->is_norm, &zc.decay)};
+      if (t->layer != l) continue;
+      if (n == 32) return fimi_fail(err, "plain path: layer %d has more than 32 tensors", l);
+      ranges[n++] = (AdamWRange){t->offset, t->numel, adamw_name_decays(t->name, t->is_norm, &zc.decay)};
     }
     char name[32];
     snprintf(name, sizeof name, l < 0 ? "globals" : "layers.%d", l);
