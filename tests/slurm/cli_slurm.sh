@@ -230,8 +230,24 @@ expect_ok "job 3 reaches its step-3 checkpoint" wait_file "$WORK/requeued/step_0
 expect_ok "USR1 to job 3's batch shell" scancel --signal=USR1 --batch "$ID3"
 expect_ok "job 3 requeued (pending)" wait_state "$ID3" 60 PENDING
 expect_true "job 3 Restarts=1" test "$(job_field "$ID3" Restarts)" = 1
-# Slurm holds a requeued job back (BeginTime about 2 minutes on); start it now.
-expect_ok "job 3: start now" scontrol update "jobid=$ID3" StartTime=now
+# Slurm holds a requeued job back (BeginTime about 2 minutes on); start it
+# now. Right after the requeue the job can still be completing its first run
+# (its state passes through CANCELLED "due to job requeue"), when the update
+# may not take: repeat it while the job waits, until the restart has run to
+# its end (its log line and step 12's checkpoint).
+restart_ran() {  # restart_ran ID SECONDS
+  local id="$1" limit="$2" state=""
+  for _ in $(seq 1 $((limit * 2))); do
+    state=$(job_field "$id" JobState)
+    [ "$state" = PENDING ] && scontrol update "jobid=$id" StartTime=now >/dev/null 2>&1
+    if grep -q "restart 1; " "$WORK/requeued.out" && [ -f "$WORK/requeued/step_000012/DONE" ]; then return 0; fi
+    sleep 0.5
+  done
+  echo "job $id: state '$state' after $limit s and no finished restart"
+  scontrol show job "$id"
+  return 1
+}
+expect_ok "job 3 restarts and reaches step 12" restart_ran "$ID3" 180
 expect_ok "job 3 ends" wait_state "$ID3" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
 expect_true "job 3 COMPLETED after its restart" test "$(job_field "$ID3" JobState)" = COMPLETED
 expect_true "job 3 requeued itself on USR1" grep -q "USR1: the allocation ends soon; requeueing" "$WORK/requeued.out"
