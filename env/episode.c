@@ -577,7 +577,7 @@ static char *digest_sql(sqlite3 *db, FimiError *err) {
 // no dependence on page layout or rowids) and the row count, chained over
 // the tables in name order. Reference tables are included: they are equal in
 // both copies unless something changed them, which should count.
-int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
+int env_state_digest_full(BankEpisode *bank, uint64_t *digest, FimiError *err) {
   // The schema is the same for every copy (bank_schema_sql): build the query once.
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   static char *sql = NULL;
@@ -601,6 +601,159 @@ int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
   if (rc != SQLITE_DONE) return fimi_fail(err, "env: digest query: %s", sqlite3_errmsg(bank->db));
   *digest = h;
   return 0;
+}
+
+// ---- the digest from the change log ---------------------------------------
+//
+// Both the agent's and the gold chain's copies start as the pool's image, so
+// a table's (row-hash sum, count) is the image's plus, for every row the
+// episode wrote (BankEpisode.changes), the row's hash now minus its hash in
+// the image (a missing row counts 0). That is env_state_digest_full's value
+// exactly, at a cost proportional to the rows written: the image's sums are
+// computed once per pool, and each written row is looked up by rowid in the
+// episode's copy and in the pool's unwritten view.
+
+typedef struct DigestTable {
+  char *name;
+  char *row_sql;  // "SELECT fimi_row_sum(...), count(*) FROM t WHERE rowid = ?"
+  uint64_t sum, count;
+} DigestTable;
+
+typedef struct DigestBase {
+  DigestTable *tables;  // name order, as in digest_sql
+  int count;
+} DigestBase;
+
+static void digest_base_free(void *p) {
+  DigestBase *base = p;
+  if (!base) return;
+  for (int i = 0; i < base->count; i++) free(base->tables[i].name), free(base->tables[i].row_sql);
+  free(base->tables);
+  free(base);
+}
+
+// The hash and count (0 or 1) of one row of a table, by rowid.
+static int row_by_id(BankEpisode *bank, const char *sql, int64_t rowid, uint64_t *hash, uint64_t *count) {
+  sqlite3_stmt *stmt = bank_stmt_get(bank, sql);
+  if (!stmt) return -1;
+  sqlite3_bind_int64(stmt, 1, rowid);
+  int rc = sqlite3_step(stmt);
+  if (rc == SQLITE_ROW) {
+    *hash = (uint64_t)sqlite3_column_int64(stmt, 0);
+    *count = (uint64_t)sqlite3_column_int64(stmt, 1);
+  }
+  bank_stmt_put(bank, stmt);
+  return rc == SQLITE_ROW ? 0 : -1;
+}
+
+// Splits env_state_digest_full's query into per-table rows on the view: the
+// image's sums, and per table the by-rowid query over the same columns.
+static DigestBase *digest_base_build(BankEpisode *view, FimiError *err) {
+  char *sql = digest_sql(view->db, err);
+  if (!sql || ensure_row_sum(view->db) != 0) {
+    free(sql);
+    return NULL;
+  }
+  DigestBase *base = calloc(1, sizeof *base);
+  sqlite3_stmt *stmt = NULL;
+  int bad = !base || sqlite3_prepare_v2(view->db, sql, -1, &stmt, NULL) != SQLITE_OK;
+  int cap = 0;
+  while (!bad && sqlite3_step(stmt) == SQLITE_ROW) {
+    if (base->count == cap) {
+      cap = cap ? cap * 2 : 32;
+      DigestTable *grown = realloc(base->tables, (size_t)cap * sizeof *grown);
+      if (!grown) {
+        bad = 1;
+        break;
+      }
+      base->tables = grown;
+    }
+    DigestTable *t = &base->tables[base->count];
+    memset(t, 0, sizeof *t);
+    base->count++;
+    const char *name = (const char *)sqlite3_column_text(stmt, 0);
+    Text_ n = {0}, q = {0};
+    bad |= text_printf(&n, "%s", name);
+    t->name = n.data;
+    t->sum = (uint64_t)sqlite3_column_int64(stmt, 1);
+    t->count = (uint64_t)sqlite3_column_int64(stmt, 2);
+    // This table's part of the full query, with a rowid condition.
+    char marker[256];
+    snprintf(marker, sizeof marker, "SELECT '%s', fimi_row_sum(", name);
+    const char *start = strstr(sql, marker);
+    const char *end = start ? strstr(start, ", count(*) FROM") : NULL;
+    bad |= !start || !end;
+    if (!bad) {
+      start += strlen("SELECT '") + strlen(name) + strlen("', ");
+      bad |= text_printf(&q, "SELECT %.*s, count(*) FROM \"%s\" WHERE rowid = ?", (int)(end - start), start, name);
+    }
+    t->row_sql = q.data;
+  }
+  sqlite3_finalize(stmt);
+  free(sql);
+  if (bad) {
+    digest_base_free(base);
+    fimi_fail(err, "env: building the change digest's baseline");
+    return NULL;
+  }
+  return base;
+}
+
+static int cmp_change(const void *a, const void *b) {
+  const BankChange *x = a, *y = b;
+  if (x->table != y->table) return x->table < y->table ? -1 : 1;
+  return x->rowid < y->rowid ? -1 : x->rowid > y->rowid;
+}
+
+// The digest of a pooled episode from its change log (same value as
+// env_state_digest_full). 1 when it cannot be used (not pooled, untracked
+// writes, a written table the baseline lacks): the caller digests all.
+static int changed_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
+  if (!bank->pool || bank->changes_untracked) return 1;
+  BankEpisode *view = bank_pool_view(bank->pool, err);
+  if (!view) return -1;
+  DigestBase *base = bank_pool_user(bank->pool);
+  if (!base) {
+    if (!(base = digest_base_build(view, err))) return -1;
+    bank_pool_set_user(bank->pool, base, digest_base_free);
+  }
+  // Which baseline table each logged table name is.
+  int map[BANK_CHANGE_TABLES];
+  for (int k = 0; k < bank->num_change_tables; k++) {
+    map[k] = -1;
+    for (int i = 0; i < base->count; i++)
+      if (strcmp(base->tables[i].name, bank->change_tables[k]) == 0) map[k] = i;
+    if (map[k] < 0) return 1;
+  }
+  if (ensure_row_sum(bank->db) != 0 || ensure_row_sum(view->db) != 0)
+    return fimi_fail(err, "env: registering the digest function");
+  qsort(bank->changes, (size_t)bank->num_changes, sizeof *bank->changes, cmp_change);
+  uint64_t h = 1469598103934665603ULL;
+  for (int i = 0; i < base->count; i++) {
+    const DigestTable *t = &base->tables[i];
+    uint64_t sum = t->sum, count = t->count;
+    for (int c = 0; c < bank->num_changes; c++) {
+      const BankChange *ch = &bank->changes[c];
+      if (map[ch->table] != i || (c > 0 && ch->table == bank->changes[c - 1].table && ch->rowid == bank->changes[c - 1].rowid))
+        continue;
+      uint64_t now_hash = 0, now_count = 0, was_hash = 0, was_count = 0;
+      if (row_by_id(bank, t->row_sql, ch->rowid, &now_hash, &now_count) != 0 ||
+          row_by_id(view, t->row_sql, ch->rowid, &was_hash, &was_count) != 0)
+        return fimi_fail(err, "env: change digest query on %s: %s", t->name, sqlite3_errmsg(bank->db));
+      sum += now_hash - was_hash;
+      count += now_count - was_count;
+    }
+    h = fnv_bytes(h, t->name, strlen(t->name) + 1);
+    h = fnv_bytes(h, &sum, sizeof sum);
+    h = fnv_bytes(h, &count, sizeof count);
+  }
+  *digest = h;
+  return 0;
+}
+
+int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
+  int rc = changed_digest(bank, digest, err);
+  return rc == 1 ? env_state_digest_full(bank, digest, err) : rc;
 }
 
 // The gold state's digest: from the world's cache when this task was

@@ -96,8 +96,13 @@ int env_run_gold_step(BankEpisode *bank, const Task *task, int i, cJSON *results
 // The canonical state of a bank copy (every table, order-independent: sum of
 // per-row hashes per table); equal digests mean equal states whatever the
 // page layout. Faster than bank_episode_digest (no sorting, no text
-// conversion); tests check that the two agree on equality.
+// conversion); tests check that the two agree on equality. A pooled copy is
+// digested from its change log (the rows it wrote, against the pool's
+// image), in time proportional to what it wrote; others, and copies with
+// writes the log may have missed, through env_state_digest_full, which
+// reads every row. Both give the same value.
 int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err);
+int env_state_digest_full(BankEpisode *bank, uint64_t *digest, FimiError *err);
 // Verbatim text of a value reference against the gold results (malloc'd),
 // or NULL with err naming the reference.
 char *env_resolve_value(const cJSON *gold_results, const TaskValueRef *ref, FimiError *err);

@@ -338,6 +338,78 @@ static void test_digest(EnvWorld *world) {
   bank_episode_close(fresh);
 }
 
+// The change-log digest (pooled copies) equals the full one after a write
+// to any table, and a write to any table changes it: for every table of the
+// bank, one column of its first row is changed by raw SQL on the
+// connection (as no tool does), then the check compares. A fixture DELETE
+// (which SQLite may run without the update hook) falls back to the full digest.
+static void test_change_digest(EnvWorld *world) {
+  FimiError err = {0};
+  const BankImage *image = NULL;
+  BankPool *pool = NULL;
+  BankEpisode *probe = NULL;
+  CHECK(env_world_image(world, 1, &image, &pool, &err) == 0 && bank_pool_acquire(pool, &probe, &err) == 0,
+        "copies: %s", err.message);
+  if (!probe) return;
+  uint64_t pristine = 0, full = 0, logged = 0;
+  CHECK(env_state_digest_full(probe, &pristine, &err) == 0, "pristine digest: %s", err.message);
+  sqlite3_stmt *tables = NULL;
+  sqlite3_prepare_v2(probe->db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                                " ORDER BY name", -1, &tables, NULL);
+  char names[64][64];
+  int n = 0;
+  while (n < 64 && sqlite3_step(tables) == SQLITE_ROW) snprintf(names[n++], 64, "%s", sqlite3_column_text(tables, 0));
+  sqlite3_finalize(tables);
+  bank_pool_release(probe);
+  CHECK(n >= 10, "the bank has its tables (%d)", n);
+  int caught = 0, tried = 0;
+  for (int i = 0; i < n; i++) {
+    BankEpisode *ep = NULL;
+    if (bank_pool_acquire(pool, &ep, &err) != 0) break;
+    char sql[1024];
+    int written = 0;
+    for (int col = 0; col < 12 && !written; col++) {
+      snprintf(sql, sizeof sql, "SELECT name FROM pragma_table_info('%.63s') WHERE cid = %d", names[i], col);
+      sqlite3_stmt *c = NULL;
+      char column[64] = "";
+      if (sqlite3_prepare_v2(ep->db, sql, -1, &c, NULL) == SQLITE_OK && sqlite3_step(c) == SQLITE_ROW)
+        snprintf(column, sizeof column, "%s", sqlite3_column_text(c, 0));
+      sqlite3_finalize(c);
+      if (!column[0]) break;
+      snprintf(sql, sizeof sql, "UPDATE \"%.63s\" SET \"%s\" = CASE WHEN typeof(\"%s\") = 'integer' THEN \"%s\" + 1"
+               " ELSE \"%s\" || 'z' END WHERE rowid = (SELECT min(rowid) FROM \"%.63s\")",
+               names[i], column, column, column, column, names[i]);
+      written = sqlite3_exec(ep->db, sql, NULL, NULL, NULL) == SQLITE_OK && sqlite3_changes(ep->db) == 1;
+    }
+    if (written) {
+      CHECK(env_state_digest(ep, &logged, &err) == 0 && env_state_digest_full(ep, &full, &err) == 0, "digests: %s",
+            err.message);
+      CHECK(logged == full, "%s: the change-log digest equals the full one", names[i]);
+      CHECK(logged != pristine, "%s: a write changes the digest", names[i]);
+      caught += logged != pristine;
+      tried++;
+    }
+    bank_pool_release(ep);
+  }
+  // Tables empty in the image (disputes, claims, ...) have no row to change.
+  CHECK(caught == tried && tried >= n - 4, "writes caught in %d of %d tables (%d written)", caught, n, tried);
+  BankEpisode *ep = NULL;
+  if (bank_pool_acquire(pool, &ep, &err) == 0) {
+    CHECK(bank_episode_exec(ep, "DELETE FROM beneficiaries", &err) == 0, "delete: %s", err.message);
+    CHECK(ep->changes_untracked, "a fixture DELETE marks the log untracked");
+    CHECK(env_state_digest(ep, &logged, &err) == 0 && env_state_digest_full(ep, &full, &err) == 0 && logged == full &&
+              logged != pristine,
+          "a DELETE is caught");
+    bank_pool_release(ep);
+  }
+  // After release the copy is the image again, and so is its digest.
+  if (bank_pool_acquire(pool, &ep, &err) == 0) {
+    CHECK(env_state_digest(ep, &logged, &err) == 0 && logged == pristine && ep->num_changes == 0,
+          "a released copy's log is empty");
+    bank_pool_release(ep);
+  }
+}
+
 // Arbitrary turns (random bytes, broken and real tool calls, huge text)
 // never fail env_step, and the episode still scores.
 static void test_garbage_turns(const TaskGenContext *ctx, EnvWorld *world) {
@@ -513,6 +585,7 @@ int main(void) {
   test_simulator();
   test_reward_matching();
   test_digest(world);
+  test_change_digest(world);
   test_budget_and_errors(&ctx, world);
   test_perturbations(&ctx, world);
   test_garbage_turns(&ctx, world);

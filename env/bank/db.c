@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "env/bank/money.h"
 
@@ -76,6 +77,39 @@ void bank_image_free(BankImage *image) {
   memset(image, 0, sizeof *image);
 }
 
+// The update hook: logs (table, rowid) of every written row. A table name
+// is kept once per connection; past BANK_CHANGE_TABLES names or when the log
+// cannot grow the episode is marked untracked (the check digests all).
+static void log_change(void *arg, int op, const char *dbname, const char *table, sqlite3_int64 rowid) {
+  (void)op;
+  (void)dbname;
+  BankEpisode *ep = arg;
+  if (ep->changes_untracked) return;
+  int t = 0;
+  while (t < ep->num_change_tables && strcmp(ep->change_tables[t], table) != 0) t++;
+  if (t == ep->num_change_tables) {
+    size_t len = strlen(table) + 1;
+    char *name = t < BANK_CHANGE_TABLES ? malloc(len) : NULL;
+    if (name) memcpy(name, table, len);
+    if (!name) {
+      ep->changes_untracked = 1;
+      return;
+    }
+    ep->change_tables[ep->num_change_tables++] = name;
+  }
+  if (ep->num_changes == ep->cap_changes) {
+    int cap = ep->cap_changes ? ep->cap_changes * 2 : 64;
+    BankChange *grown = realloc(ep->changes, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      ep->changes_untracked = 1;
+      return;
+    }
+    ep->changes = grown;
+    ep->cap_changes = cap;
+  }
+  ep->changes[ep->num_changes++] = (BankChange){t, (int64_t)rowid};
+}
+
 int bank_episode_open(const BankImage *image, const KnowledgeBase *kb, BankEpisode **out, FimiError *err) {
   *out = NULL;
   if (!image || !image->bytes || image->size <= 0) return fimi_fail(err, "bank episode: empty image");
@@ -101,6 +135,7 @@ int bank_episode_open(const BankImage *image, const KnowledgeBase *kb, BankEpiso
     bank_episode_close(ep);
     return -1;
   }
+  sqlite3_update_hook(ep->db, log_change, ep);
   *out = ep;
   return 0;
 }
@@ -114,11 +149,22 @@ void bank_episode_close(BankEpisode *ep) {
     free(ep->calls[i].arguments);
   }
   free(ep->calls);
+  free(ep->changes);
+  for (int i = 0; i < ep->num_change_tables; i++) free(ep->change_tables[i]);
   free(ep);
+}
+
+// True when the SQL text holds "delete" in any case: SQLite may run a
+// DELETE without WHERE as a truncate that skips the update hook.
+static int mentions_delete(const char *sql) {
+  for (const char *p = sql; *p; p++)
+    if (strncasecmp(p, "delete", 6) == 0) return 1;
+  return 0;
 }
 
 int bank_episode_exec(BankEpisode *ep, const char *sql, FimiError *err) {
   char *message = NULL;
+  if (mentions_delete(sql)) ep->changes_untracked = 1;
   if (sqlite3_exec(ep->db, sql, NULL, NULL, &message) != SQLITE_OK) {
     fimi_fail(err, "bank episode: fixture SQL failed: %s", message ? message : "?");
     sqlite3_free(message);

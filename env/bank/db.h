@@ -69,6 +69,14 @@ typedef struct BankCall {
   int ok;           // 1 when the tool succeeded, 0 when it returned an error
 } BankCall;
 
+// One row an episode wrote: the table (an index into the episode's
+// change_tables) and the rowid. Kept by SQLite's update hook.
+typedef struct BankChange {
+  int table;
+  int64_t rowid;
+} BankChange;
+#define BANK_CHANGE_TABLES 64
+
 typedef struct BankEpisode {
   sqlite3 *db;
   const KnowledgeBase *kb;  // shared, read-only; may be NULL (tool then errors)
@@ -83,6 +91,18 @@ typedef struct BankEpisode {
   int num_calls, cap_calls;
   struct BankStmtCache *stmts;  // prepared statements of this connection (bank_stmt.c)
   BankPool *pool;               // set when the episode came from bank_pool_acquire
+  // Every row inserted, updated or deleted since the copy was opened or last
+  // released to its pool (tools and fixture SQL alike; rolled-back writes
+  // stay listed, which costs a lookup and changes nothing), so the db check
+  // can digest what the episode touched instead of the whole bank
+  // (env/episode.c). changes_untracked: a write the hook may not see (a
+  // fixture DELETE, which SQLite can run as a truncate without calling the
+  // hook) or the log could not grow; the check then digests every row.
+  BankChange *changes;
+  int num_changes, cap_changes;
+  char *change_tables[BANK_CHANGE_TABLES];
+  int num_change_tables;
+  int changes_untracked;
 } BankEpisode;
 
 // Builds the seeded population (30 customers by default, more when the
@@ -110,6 +130,13 @@ int bank_pool_create(const BankImage *image, const KnowledgeBase *kb, BankPool *
 int bank_pool_acquire(BankPool *pool, BankEpisode **out, FimiError *err);
 void bank_pool_release(BankEpisode *ep);
 void bank_pool_free(BankPool *pool);
+// A copy of the pool's image that nothing writes (opened on first use,
+// query_only), for comparing an episode's rows with the image's.
+BankEpisode *bank_pool_view(BankPool *pool, FimiError *err);
+// One pointer of per-pool state for a layer above (the db check's baseline),
+// freed with free_fn by bank_pool_free.
+void *bank_pool_user(BankPool *pool);
+void bank_pool_set_user(BankPool *pool, void *user, void (*free_fn)(void *));
 
 // Prepared statements of an episode connection, cached by SQL text
 // (bank_stmt.c). get returns a reset statement (NULL when it does not

@@ -13,6 +13,9 @@ struct BankPool {
   const KnowledgeBase *kb;
   BankEpisode **idle;
   int num_idle, cap_idle;
+  BankEpisode *view;  // bank_pool_view's unwritten copy
+  void *user;
+  void (*user_free)(void *);
 };
 
 int bank_pool_create(const BankImage *image, const KnowledgeBase *kb, BankPool **out, FimiError *err) {
@@ -38,6 +41,8 @@ static void reset_session(BankEpisode *ep) {
     free(ep->calls[i].arguments);
   }
   ep->num_calls = 0;
+  ep->num_changes = 0;  // the rollback undid them
+  ep->changes_untracked = 0;
 }
 
 int bank_pool_acquire(BankPool *pool, BankEpisode **out, FimiError *err) {
@@ -79,8 +84,26 @@ void bank_pool_release(BankEpisode *ep) {
   pool->idle[pool->num_idle++] = ep;
 }
 
+BankEpisode *bank_pool_view(BankPool *pool, FimiError *err) {
+  if (!pool->view) {
+    if (bank_episode_open(pool->image, pool->kb, &pool->view, err) != 0) return NULL;
+    sqlite3_exec(pool->view->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+  }
+  return pool->view;
+}
+
+void *bank_pool_user(BankPool *pool) { return pool->user; }
+
+void bank_pool_set_user(BankPool *pool, void *user, void (*free_fn)(void *)) {
+  if (pool->user && pool->user_free) pool->user_free(pool->user);
+  pool->user = user;
+  pool->user_free = free_fn;
+}
+
 void bank_pool_free(BankPool *pool) {
   if (!pool) return;
+  if (pool->user && pool->user_free) pool->user_free(pool->user);
+  bank_episode_close(pool->view);
   for (int i = 0; i < pool->num_idle; i++) bank_episode_close(pool->idle[i]);
   free(pool->idle);
   free(pool);
