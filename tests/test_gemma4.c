@@ -24,6 +24,7 @@
 #include "core/rng.h"
 #include "model/decode.h"
 #include "model/gemma.h"
+#include "finite_difference.h"
 #include "test_util.h"
 
 #define BATCH 2
@@ -208,6 +209,18 @@ static double ref_loss(const RefModel *r, const int *tokens, const int *targets,
   return loss;
 }
 
+// The reference loss of one batch, as fd_tensor_error calls it.
+typedef struct BatchLoss {
+  const RefModel *ref;
+  const int *tokens, *targets;
+  const float *weights;
+} BatchLoss;
+
+static double batch_loss(void *ctx) {
+  const BatchLoss *b = ctx;
+  return ref_loss(b->ref, b->tokens, b->targets, b->weights, BATCH, SEQ, NULL);
+}
+
 // ---------------------------------------------------------------------------
 
 // O(1) activations so finite differences see real curvature: matrices
@@ -280,6 +293,7 @@ static void check_model(const char *label, const GemmaConfig *cfg) {
   CHECK(gemma_backward(&model, weights, &err) == 0, "backward: %s", err.message);
   Rng pick;
   rng_seed(&pick, 7);
+  BatchLoss fd = {&ref, tokens, targets, weights};
   double worst = 0;
   const char *worst_name = "";
   int checked = 0;
@@ -290,23 +304,7 @@ static void check_model(const char *label, const GemmaConfig *cfg) {
       CHECK(grad[0] == 0.0f, "%s: %s is a buffer but got gradient %g", label, t->name, grad[0]);
       continue;
     }
-    size_t idx[4] = {0};  // the largest analytic gradient plus three random entries
-    for (size_t j = 1; j < t->numel; j++)
-      if (fabsf(grad[j]) > fabsf(grad[idx[0]])) idx[0] = j;
-    for (int e = 1; e < 4; e++) idx[e] = (size_t)(rng_next_u64(&pick) % t->numel);
-    double max_diff = 0, max_ref = 0;
-    for (int e = 0; e < 4; e++) {
-      double *p = &ref.p[i][idx[e]], saved = *p, h = 1e-5 * fmax(1.0, fabs(saved));
-      *p = saved + h;
-      double lp = ref_loss(&ref, tokens, targets, weights, BATCH, SEQ, NULL);
-      *p = saved - h;
-      double lm = ref_loss(&ref, tokens, targets, weights, BATCH, SEQ, NULL);
-      *p = saved;
-      double fd = (lp - lm) / (2 * h);
-      max_diff = fmax(max_diff, fabs(fd - grad[idx[e]]));
-      max_ref = fmax(max_ref, fabs(fd));
-    }
-    double rel = max_diff / fmax(max_ref, 1e-8);
+    double max_ref, rel = fd_tensor_error(ref.p[i], grad, t->numel, &pick, batch_loss, &fd, &max_ref);
     if (rel > worst) worst = rel, worst_name = t->name;
     checked++;
     CHECK(max_ref > 1e-6, "%s: %s has a vanishing gradient (%g): the check would be empty", label, t->name, max_ref);

@@ -18,6 +18,7 @@
 
 #include "core/rng.h"
 #include "model/gemma.h"
+#include "finite_difference.h"
 #include "test_util.h"
 
 #define BATCH 2
@@ -180,6 +181,18 @@ static double ref_loss(const RefModel *r, const int *tokens, const int *targets,
   return loss;
 }
 
+// The reference loss of one batch, as fd_tensor_error calls it.
+typedef struct BatchLoss {
+  const RefModel *ref;
+  const int *tokens, *targets;
+  const float *weights;
+} BatchLoss;
+
+static double batch_loss(void *ctx) {
+  const BatchLoss *b = ctx;
+  return ref_loss(b->ref, b->tokens, b->targets, b->weights, BATCH, SEQ, NULL);
+}
+
 // ---------------------------------------------------------------------------
 
 // O(1) activations so finite differences see real curvature: matrices
@@ -276,29 +289,13 @@ static void check_preset(const char *preset, int variant) {
   CHECK(gemma_backward(&model, weights, &err) == 0, "backward: %s", err.message);
   Rng pick;
   rng_seed(&pick, 7);
+  BatchLoss fd = {&ref, tokens, targets, weights};
   double worst = 0;
   const char *worst_name = "";
   for (int i = 0; i < model.num_tensors; i++) {
     const GemmaTensor *t = &model.tensors[i];
     const float *grad = gemma_tensor_grad(&model, t);
-    // Entries: the largest analytic gradient, plus three random ones.
-    size_t idx[4] = {0};
-    for (size_t j = 1; j < t->numel; j++)
-      if (fabsf(grad[j]) > fabsf(grad[idx[0]])) idx[0] = j;
-    for (int e = 1; e < 4; e++) idx[e] = (size_t)(rng_next_u64(&pick) % t->numel);
-    double max_diff = 0, max_ref = 0;
-    for (int e = 0; e < 4; e++) {
-      double *p = &ref.p[i][idx[e]], saved = *p, h = 1e-5 * fmax(1.0, fabs(saved));
-      *p = saved + h;
-      double lp = ref_loss(&ref, tokens, targets, weights, BATCH, SEQ, NULL);
-      *p = saved - h;
-      double lm = ref_loss(&ref, tokens, targets, weights, BATCH, SEQ, NULL);
-      *p = saved;
-      double fd = (lp - lm) / (2 * h);
-      max_diff = fmax(max_diff, fabs(fd - grad[idx[e]]));
-      max_ref = fmax(max_ref, fabs(fd));
-    }
-    double rel = max_diff / fmax(max_ref, 1e-8);
+    double max_ref, rel = fd_tensor_error(ref.p[i], grad, t->numel, &pick, batch_loss, &fd, &max_ref);
     if (rel > worst) worst = rel, worst_name = t->name;
     CHECK(max_ref > 1e-6, "%s: %s has a vanishing gradient (%g): the check would be empty", preset, t->name, max_ref);
     CHECK(rel < 1e-4, "%s: %s gradient rel. error %.3g (max |fd| %.3g)", preset, t->name, rel, max_ref);
