@@ -23,7 +23,7 @@
 #include "env/tasks/task.h"
 
 #define CORPUS_FORMAT "fimi-task-corpus-1"
-#define CORPUS_CUSTOMERS 500  // the corpus bank: image seed bank_image_seed(1, 500) (docs/corpus.md)
+#define CORPUS_CUSTOMERS 2000  // the corpus bank: image seed bank_image_seed(1, 2000) (docs/corpus.md)
 #define CORPUS_MAX_FAMILIES 256
 #define CORPUS_MAX_TASKS 200000
 #define CORPUS_NAME_MAX 64
