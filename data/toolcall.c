@@ -42,6 +42,7 @@ static const char *ERROR_NAMES[TOOLCALL_ERR_COUNT] = {
     [TOOLCALL_ERR_ARGUMENTS_NOT_OBJECT] = "arguments_not_object",
     [TOOLCALL_ERR_TEXT_AFTER_CALL] = "text_after_call",
     [TOOLCALL_ERR_MULTIPLE_CALLS] = "multiple_calls",
+    [TOOLCALL_ERR_INVALID_SYNTAX] = "invalid_syntax",
 };
 
 const char *toolcall_error_name(ToolCallError error) {
@@ -429,5 +430,436 @@ char *toolcall_render_error(const char *name, const char *message, FimiError *er
   }
   char *s = render_named(name, "error", text, "", "", err);
   cJSON_Delete(text);
+  return s;
+}
+
+// ----------------------------------------------------------------------------
+// Gemma 4's native syntax: call:NAME{key:VALUE,...}
+
+static const char G4_OPEN[] = "<|tool_call>";
+static const char G4_CLOSE[] = "<tool_call|>";
+static const char G4_QUOTE[] = "<|\"|>";
+#define G4_OPEN_LEN (sizeof G4_OPEN - 1)
+#define G4_CLOSE_LEN (sizeof G4_CLOSE - 1)
+#define G4_QUOTE_LEN (sizeof G4_QUOTE - 1)
+
+static int is_key_char(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '-';
+}
+
+// A recursive-descent reader over text[pos, end); on a syntax error it sets
+// code/offset/what and returns NULL. Recursion is bounded by depth.
+typedef struct {
+  const char *text;
+  size_t pos, end;
+  ToolCallError code;
+  size_t offset;
+  const char *what;
+} G4Reader;
+
+static cJSON *g4_error(G4Reader *r, ToolCallError code, const char *what) {
+  if (r->code == TOOLCALL_OK) {
+    r->code = code;
+    r->offset = r->pos;
+    r->what = what;
+  }
+  return NULL;
+}
+
+static int g4_at(const G4Reader *r, const char *s, size_t n) {
+  return r->end - r->pos >= n && memcmp(r->text + r->pos, s, n) == 0;
+}
+
+static cJSON *g4_value(G4Reader *r, int depth);
+
+static cJSON *g4_string(G4Reader *r) {
+  size_t body = r->pos + G4_QUOTE_LEN;
+  size_t close = find(r->text, r->end, body, G4_QUOTE, G4_QUOTE_LEN);
+  if (close == r->end) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "a string <|\"|> without its closing <|\"|>");
+  char *s = malloc(close - body + 1);
+  if (!s) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "out of memory");
+  memcpy(s, r->text + body, close - body);
+  s[close - body] = '\0';
+  cJSON *item = cJSON_CreateString(s);
+  free(s);
+  if (!item) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "out of memory");
+  r->pos = close + G4_QUOTE_LEN;
+  return item;
+}
+
+// A JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, finite.
+static cJSON *g4_number(G4Reader *r) {
+  const char *t = r->text;
+  size_t i = r->pos, e = r->end;
+  if (i < e && t[i] == '-') i++;
+  if (i >= e || t[i] < '0' || t[i] > '9') return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "expected a value");
+  if (t[i] == '0') i++;
+  else
+    while (i < e && t[i] >= '0' && t[i] <= '9') i++;
+  if (i < e && t[i] == '.') {
+    size_t d = ++i;
+    while (i < e && t[i] >= '0' && t[i] <= '9') i++;
+    if (i == d) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "a number needs digits after '.'");
+  }
+  if (i < e && (t[i] == 'e' || t[i] == 'E')) {
+    i++;
+    if (i < e && (t[i] == '+' || t[i] == '-')) i++;
+    size_t d = i;
+    while (i < e && t[i] >= '0' && t[i] <= '9') i++;
+    if (i == d) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "a number needs digits in its exponent");
+  }
+  size_t n = i - r->pos;
+  if (n > 400) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "a number longer than 400 characters");
+  char buf[401];
+  memcpy(buf, t + r->pos, n);
+  buf[n] = '\0';
+  double v = strtod(buf, NULL);
+  if (!isfinite(v)) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "a number is too large for a double");
+  cJSON *item = cJSON_CreateNumber(v);
+  if (!item) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "out of memory");
+  r->pos = i;
+  return item;
+}
+
+#define G4_FAIL(what)                                 \
+  do {                                                \
+    g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, (what)); \
+    goto fail;                                        \
+  } while (0)
+
+// {key:VALUE,...} (object) or [VALUE,...] (array); r->pos is at the bracket.
+static cJSON *g4_container(G4Reader *r, int depth, int object) {
+  if (depth > TOOLCALL_MAX_DEPTH) return g4_error(r, TOOLCALL_ERR_TOO_DEEP, "nested too deep");
+  char close = object ? '}' : ']';
+  cJSON *item = object ? cJSON_CreateObject() : cJSON_CreateArray();
+  if (!item) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "out of memory");
+  r->pos++;
+  if (r->pos < r->end && r->text[r->pos] == close) {
+    r->pos++;
+    return item;
+  }
+  for (;;) {
+    size_t key = r->pos, key_end = key;
+    if (object) {
+      while (key_end < r->end && is_key_char((unsigned char)r->text[key_end])) key_end++;
+      if (key_end == key) G4_FAIL("expected a key ([A-Za-z0-9_.-]+)");
+      if (key_end - key > TOOLCALL_MAX_NAME_BYTES) G4_FAIL("a key longer than 64 characters");
+      r->pos = key_end;
+      if (r->pos >= r->end || r->text[r->pos] != ':') G4_FAIL("expected ':' after a key");
+      r->pos++;
+    }
+    cJSON *value = g4_value(r, depth + 1);
+    if (!value) goto fail;
+    if (object) {
+      char name[TOOLCALL_MAX_NAME_BYTES + 1];
+      memcpy(name, r->text + key, key_end - key);
+      name[key_end - key] = '\0';
+      if (!cJSON_AddItemToObject(item, name, value)) {
+        cJSON_Delete(value);
+        G4_FAIL("out of memory");
+      }
+    } else if (!cJSON_AddItemToArray(item, value)) {
+      cJSON_Delete(value);
+      G4_FAIL("out of memory");
+    }
+    if (r->pos < r->end && r->text[r->pos] == ',') {
+      r->pos++;
+      continue;
+    }
+    if (r->pos < r->end && r->text[r->pos] == close) {
+      r->pos++;
+      return item;
+    }
+    G4_FAIL(object ? "expected ',' or '}'" : "expected ',' or ']'");
+  }
+fail:
+  cJSON_Delete(item);
+  return NULL;
+}
+
+static cJSON *g4_value(G4Reader *r, int depth) {
+  if (r->pos >= r->end) return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "the call ends where a value should be");
+  char c = r->text[r->pos];
+  if (g4_at(r, G4_QUOTE, G4_QUOTE_LEN)) return g4_string(r);
+  if (c == '{' || c == '[') return g4_container(r, depth, c == '{');
+  static const char *const WORDS[] = {"true", "false", "null"};
+  for (int w = 0; w < 3; w++) {
+    size_t n = strlen(WORDS[w]);
+    if (!g4_at(r, WORDS[w], n)) continue;
+    r->pos += n;
+    cJSON *item = w == 0 ? cJSON_CreateTrue() : w == 1 ? cJSON_CreateFalse() : cJSON_CreateNull();
+    return item ? item : g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "out of memory");
+  }
+  if (c == '"') return g4_error(r, TOOLCALL_ERR_INVALID_SYNTAX, "strings are quoted with <|\"|>, not '\"'");
+  return g4_number(r);
+}
+
+// text[open] is "<|tool_call>"; end is the end of the trimmed turn.
+static ToolCallKind parse_call_gemma4(ToolCallParse *out, const char *text, size_t end, size_t open) {
+  char q[64];
+  size_t body = open + G4_OPEN_LEN;
+  if (find(text, end, body, G4_CLOSE, G4_CLOSE_LEN) == end)
+    return fail(out, TOOLCALL_ERR_UNTERMINATED, open, "<|tool_call> at byte %zu has no closing <tool_call|>", open);
+  if (end - body < 5 || memcmp(text + body, "call:", 5) != 0) {
+    quote(q, sizeof q, text + body, end - body);
+    return fail(out, TOOLCALL_ERR_INVALID_SYNTAX, body, "a call starts with call:NAME{, found: %s", q);
+  }
+  size_t name = body + 5, name_end = name;
+  while (name_end < end && text[name_end] != '{' && name_end - name <= TOOLCALL_MAX_NAME_BYTES) name_end++;
+  if (!toolcall_name_is_valid(text + name, name_end - name) || name_end == end || text[name_end] != '{') {
+    quote(q, sizeof q, text + name, name_end - name);
+    return fail(out, TOOLCALL_ERR_BAD_NAME, name,
+                "\"%s\" is not a tool name followed by '{' (1-%d characters of A-Z a-z 0-9 _ . -)", q,
+                TOOLCALL_MAX_NAME_BYTES);
+  }
+  memcpy(out->name, text + name, name_end - name);
+  out->name[name_end - name] = '\0';
+  G4Reader r = {text, name_end, end, TOOLCALL_OK, 0, NULL};
+  cJSON *args = g4_container(&r, 2, 1);
+  if (!args) {
+    quote(q, sizeof q, text + r.offset, end - r.offset);
+    return fail(out, r.code, r.offset, "%s at byte %zu: %s", r.what, r.offset, q);
+  }
+  if (!g4_at(&r, G4_CLOSE, G4_CLOSE_LEN)) {
+    cJSON_Delete(args);
+    quote(q, sizeof q, text + r.pos, end - r.pos);
+    return fail(out, TOOLCALL_ERR_INVALID_SYNTAX, r.pos, "expected <tool_call|> after the arguments, found: %s", q);
+  }
+  size_t after = r.pos + G4_CLOSE_LEN;
+  const char *dup = NULL;
+  int bad_number = 0;
+  if (check_tree(args, &dup, &bad_number) != 0 || dup) {
+    if (dup) quote(q, sizeof q, dup, strlen(dup));
+    else snprintf(q, sizeof q, "?");
+    cJSON_Delete(args);
+    return fail(out, TOOLCALL_ERR_DUPLICATE_KEY, name_end, "key \"%s\" appears twice in one object", q);
+  }
+  out->arguments = args;  // fail() frees it from here on
+  size_t second = find(text, end, after, G4_OPEN, G4_OPEN_LEN);
+  if (second < end)
+    return fail(out, TOOLCALL_ERR_MULTIPLE_CALLS, second,
+                "only one <|tool_call> per turn; a second starts at byte %zu", second);
+  for (size_t i = after; i < end; i++) {
+    if (is_space((unsigned char)text[i])) continue;
+    quote(q, sizeof q, text + i, end - i);
+    return fail(out, TOOLCALL_ERR_TEXT_AFTER_CALL, i, "nothing may follow <tool_call|>, found: %s", q);
+  }
+  out->kind = TOOLCALL_TOOL_CALL;
+  return TOOLCALL_TOOL_CALL;
+}
+
+ToolCallKind toolcall_parse_gemma4(const char *text, size_t len, ToolCallParse *out) {
+  memset(out, 0, sizeof *out);
+  out->text = text;
+  if (len > TOOLCALL_MAX_TEXT_BYTES)
+    return fail(out, TOOLCALL_ERR_TOO_LONG, TOOLCALL_MAX_TEXT_BYTES, "the turn has %zu bytes; the limit is %d", len,
+                TOOLCALL_MAX_TEXT_BYTES);
+  if (!text) len = 0, text = "";
+  out->text = text;
+  const char *nul = memchr(text, 0, len);
+  if (nul) return fail(out, TOOLCALL_ERR_NUL_BYTE, (size_t)(nul - text), "NUL byte at byte %zu", (size_t)(nul - text));
+  size_t bad = utf8_first_invalid(text, len);
+  if (bad < len) return fail(out, TOOLCALL_ERR_INVALID_UTF8, bad, "invalid UTF-8 at byte %zu", bad);
+  size_t begin = 0, end = len;
+  for (;;) {
+    while (end > begin && is_space((unsigned char)text[end - 1])) end--;
+    if (ends_with(text + begin, end - begin, "<turn|>")) end -= strlen("<turn|>");
+    else if (ends_with(text + begin, end - begin, "<eos>")) end -= strlen("<eos>");
+    else break;
+  }
+  while (begin < end && is_space((unsigned char)text[begin])) begin++;
+  size_t open = find(text, end, begin, G4_OPEN, G4_OPEN_LEN);
+  size_t close = find(text, open, begin, G4_CLOSE, G4_CLOSE_LEN);
+  if (close < open)
+    return fail(out, TOOLCALL_ERR_STRAY_CLOSE, close, "<tool_call|> at byte %zu without a <|tool_call> before it",
+                close);
+  size_t text_end = open;
+  while (text_end > begin && is_space((unsigned char)text[text_end - 1])) text_end--;
+  out->text = text + begin;
+  out->text_len = text_end - begin;
+  if (open == end) {
+    if (begin == end) return fail(out, TOOLCALL_ERR_EMPTY, 0, "the turn is empty");
+    out->kind = TOOLCALL_MESSAGE;
+    return TOOLCALL_MESSAGE;
+  }
+  return parse_call_gemma4(out, text, end, open);
+}
+
+// ----------------------------------------------------------------------------
+// Gemma 4 rendering
+
+static int key_is_bare(const char *key) {
+  size_t n = key ? strlen(key) : 0;
+  if (n == 0 || n > TOOLCALL_MAX_NAME_BYTES) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!is_key_char((unsigned char)key[i])) return 0;
+  return 1;
+}
+
+typedef struct {
+  char *data;
+  size_t len, cap;
+} G4Text;
+
+static int g4_put(G4Text *t, const char *s, size_t n, FimiError *err) {
+  if (t->len + n + 1 > t->cap) {
+    size_t cap = t->cap ? t->cap : 128;
+    while (cap < t->len + n + 1) cap *= 2;
+    char *data = realloc(t->data, cap);
+    if (!data) return fimi_fail(err, "out of memory (%zu bytes)", cap);
+    t->data = data;
+    t->cap = cap;
+  }
+  memcpy(t->data + t->len, s, n);
+  t->len += n;
+  t->data[t->len] = '\0';
+  return 0;
+}
+
+static int g4_put_str(G4Text *t, const char *s, FimiError *err) { return g4_put(t, s, strlen(s), err); }
+
+static int g4_render_value(G4Text *t, const cJSON *v, int depth, FimiError *err);
+
+static int g4_render_members(G4Text *t, const cJSON *obj, int depth, FimiError *err) {
+  if (g4_put_str(t, "{", err) != 0) return -1;
+  for (const cJSON *c = obj->child; c; c = c->next) {
+    if (!key_is_bare(c->string))
+      return fimi_fail(err, "Gemma 4 call syntax: key \"%.40s\" is not bare ([A-Za-z0-9_.-], 1-%d characters)",
+                       c->string ? c->string : "", TOOLCALL_MAX_NAME_BYTES);
+    if ((c != obj->child && g4_put_str(t, ",", err) != 0) || g4_put_str(t, c->string, err) != 0 ||
+        g4_put_str(t, ":", err) != 0 || g4_render_value(t, c, depth + 1, err) != 0)
+      return -1;
+  }
+  return g4_put_str(t, "}", err);
+}
+
+static int g4_render_value(G4Text *t, const cJSON *v, int depth, FimiError *err) {
+  if (depth > TOOLCALL_MAX_DEPTH) return fimi_fail(err, "Gemma 4 call syntax: nested deeper than %d", TOOLCALL_MAX_DEPTH);
+  if (cJSON_IsString(v)) {
+    if (strstr(v->valuestring, G4_QUOTE))
+      return fimi_fail(err, "Gemma 4 call syntax: a string holds <|\"|>, which cannot be quoted");
+    return g4_put_str(t, G4_QUOTE, err) || g4_put_str(t, v->valuestring, err) || g4_put_str(t, G4_QUOTE, err) ? -1 : 0;
+  }
+  if (cJSON_IsObject(v)) return g4_render_members(t, v, depth, err);
+  if (cJSON_IsArray(v)) {
+    if (g4_put_str(t, "[", err) != 0) return -1;
+    for (const cJSON *c = v->child; c; c = c->next)
+      if ((c != v->child && g4_put_str(t, ",", err) != 0) || g4_render_value(t, c, depth + 1, err) != 0) return -1;
+    return g4_put_str(t, "]", err);
+  }
+  if (cJSON_IsTrue(v)) return g4_put_str(t, "true", err);
+  if (cJSON_IsFalse(v)) return g4_put_str(t, "false", err);
+  if (cJSON_IsNull(v)) return g4_put_str(t, "null", err);
+  if (cJSON_IsNumber(v)) {
+    if (!isfinite(v->valuedouble)) return fimi_fail(err, "Gemma 4 call syntax: a number is not finite");
+    cJSON *copy = cJSON_CreateNumber(v->valuedouble);
+    char *s = copy ? cJSON_PrintUnformatted(copy) : NULL;
+    cJSON_Delete(copy);
+    if (!s) return fimi_fail(err, "out of memory printing a number");
+    int rc = g4_put_str(t, s, err);
+    cJSON_free(s);
+    return rc;
+  }
+  return fimi_fail(err, "Gemma 4 call syntax: a value of unknown type");
+}
+
+// prefix + word + ":" + name + members + suffix; malloc'd or NULL with err.
+static char *g4_render(const char *prefix, const char *word, const char *name, const cJSON *obj, const char *suffix,
+                       FimiError *err) {
+  G4Text t = {0};
+  if (g4_put_str(&t, prefix, err) != 0 || g4_put_str(&t, word, err) != 0 || g4_put_str(&t, ":", err) != 0 ||
+      g4_put_str(&t, name, err) != 0 || g4_render_members(&t, obj, 1, err) != 0 || g4_put_str(&t, suffix, err) != 0) {
+    free(t.data);
+    return NULL;
+  }
+  return t.data;
+}
+
+char *toolcall_render_call_gemma4(const char *name, const cJSON *arguments, FimiError *err) {
+  if (!name || !toolcall_name_is_valid(name, strlen(name))) {
+    fimi_fail(err, "tool call: \"%.80s\" is not a valid tool name", name ? name : "(null)");
+    return NULL;
+  }
+  if (!cJSON_IsObject(arguments)) {
+    fimi_fail(err, "tool call %s: arguments must be a JSON object", name);
+    return NULL;
+  }
+  char *s = g4_render(G4_OPEN, "call", name, arguments, G4_CLOSE, err);
+  if (!s) fimi_fail_wrap(err, "tool call %s", name);
+  return s;
+}
+
+static char *g4_response(const char *name, const char *key, const cJSON *value, FimiError *err) {
+  if (!name || !toolcall_name_is_valid(name, strlen(name))) name = "unknown";
+  cJSON *wrap = NULL;
+  if (!cJSON_IsObject(value) || key) {
+    wrap = cJSON_CreateObject();
+    if (!wrap || !cJSON_AddItemReferenceToObject(wrap, key ? key : "result", (cJSON *)value)) {
+      cJSON_Delete(wrap);
+      fimi_fail(err, "out of memory building a tool response");
+      return NULL;
+    }
+    value = wrap;
+  }
+  char *s = g4_render("<|tool_response>", "response", name, value, "<tool_response|>", err);
+  cJSON_Delete(wrap);
+  if (!s) fimi_fail_wrap(err, "tool response of %s", name);
+  return s;
+}
+
+char *toolcall_render_result_gemma4(const char *name, const cJSON *result, FimiError *err) {
+  if (!result) {
+    fimi_fail(err, "tool result of %.80s: result is NULL", name ? name : "(null)");
+    return NULL;
+  }
+  return g4_response(name, NULL, result, err);
+}
+
+// The message often quotes the model's text, which may hold <|"|>: each one
+// becomes '"' so that the error can always be rendered.
+char *toolcall_render_error_gemma4(const char *name, const char *message, FimiError *err) {
+  if (!message) message = "";
+  char *clean = fimi_malloc(strlen(message) + 1, err);
+  if (!clean) return NULL;
+  size_t n = 0;
+  for (const char *p = message; *p;) {
+    if (strncmp(p, G4_QUOTE, G4_QUOTE_LEN) == 0) {
+      clean[n++] = '"';
+      p += G4_QUOTE_LEN;
+    } else {
+      clean[n++] = *p++;
+    }
+  }
+  clean[n] = '\0';
+  cJSON *text = cJSON_CreateString(clean);
+  free(clean);
+  if (!text) {
+    fimi_fail(err, "out of memory building JSON");
+    return NULL;
+  }
+  char *s = g4_response(name, "error", text, err);
+  cJSON_Delete(text);
+  return s;
+}
+
+char *toolcall_render_declaration_gemma4(const char *name, const char *description, const cJSON *parameters,
+                                         FimiError *err) {
+  if (!name || !toolcall_name_is_valid(name, strlen(name))) {
+    fimi_fail(err, "tool declaration: \"%.80s\" is not a valid tool name", name ? name : "(null)");
+    return NULL;
+  }
+  cJSON *obj = cJSON_CreateObject();
+  int ok = obj != NULL;
+  if (ok && description) ok = cJSON_AddStringToObject(obj, "description", description) != NULL;
+  if (ok && parameters) ok = cJSON_AddItemReferenceToObject(obj, "parameters", (cJSON *)parameters);
+  if (!ok) {
+    cJSON_Delete(obj);
+    fimi_fail(err, "out of memory building a tool declaration");
+    return NULL;
+  }
+  char *s = g4_render("<|tool>", "declaration", name, obj, "<tool|>", err);
+  cJSON_Delete(obj);
+  if (!s) fimi_fail_wrap(err, "tool declaration %s", name);
   return s;
 }

@@ -45,6 +45,7 @@ typedef enum {
   TOOLCALL_ERR_ARGUMENTS_NOT_OBJECT, // "arguments" is not a JSON object
   TOOLCALL_ERR_TEXT_AFTER_CALL,      // non-space text after </tool_call>
   TOOLCALL_ERR_MULTIPLE_CALLS,       // a second <tool_call> in the turn
+  TOOLCALL_ERR_INVALID_SYNTAX,       // Gemma 4: not call:NAME{...} in the native syntax
   TOOLCALL_ERR_COUNT
 } ToolCallError;
 
@@ -86,6 +87,32 @@ char *toolcall_render_call(const char *name, const cJSON *arguments, FimiError *
 // not be read) and renders as null. Malloc'd, or NULL with err set.
 char *toolcall_render_result(const char *name, const cJSON *result, FimiError *err);
 char *toolcall_render_error(const char *name, const char *message, FimiError *err);
+
+// Gemma 4's native syntax (docs/chat-format.md section 10). A call is
+//   <|tool_call>call:NAME{key:VALUE,...}<tool_call|>
+// with VALUE one of <|"|>text<|"|> (a string: any text without <|"|>), a JSON
+// number, true, false, null, {key:VALUE,...} or [VALUE,...]; keys are bare
+// ([A-Za-z0-9_.-]+), no whitespace between the parts. The parse gives the
+// same ToolCallParse as toolcall_parse (arguments as cJSON); the same turn
+// rules apply with <|tool_call>/<tool_call|> as the tags and <turn|>/<eos>
+// trimmed at the end. Syntax errors are TOOLCALL_ERR_INVALID_SYNTAX (or
+// TOO_DEEP, DUPLICATE_KEY, BAD_NAME, ...); never crashes on any bytes.
+ToolCallKind toolcall_parse_gemma4(const char *text, size_t len, ToolCallParse *out);
+// <|tool_call>call:NAME{...}<tool_call|>; fails on a key that is not bare, a
+// string holding <|"|>, or a non-finite number. Malloc'd, or NULL with err.
+char *toolcall_render_call_gemma4(const char *name, const cJSON *arguments, FimiError *err);
+// <|tool_response>response:NAME{...}<tool_response|>: an object result
+// renders its members, any other value renders as {result:VALUE}; an error as
+// {error:<|"|>MESSAGE<|"|>}. name NULL renders as "unknown".
+char *toolcall_render_result_gemma4(const char *name, const cJSON *result, FimiError *err);
+char *toolcall_render_error_gemma4(const char *name, const char *message, FimiError *err);
+
+// One tool declaration of a Gemma 4 system turn:
+// <|tool>declaration:NAME{description:<|"|>...<|"|>,parameters:{...}}<tool|>
+// (description and parameters omitted when NULL; the schema's members in
+// their order, in the native syntax). Malloc'd, or NULL with err set.
+char *toolcall_render_declaration_gemma4(const char *name, const char *description, const cJSON *parameters,
+                                         FimiError *err);
 
 // 1 when name is a valid tool name (1..TOOLCALL_MAX_NAME_BYTES bytes of
 // [A-Za-z0-9_.-], not starting with a digit, '.' or '-').

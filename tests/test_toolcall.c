@@ -229,6 +229,7 @@ static void test_errors(void) {
   CHECK(toolcall_parse(text, TOOLCALL_MAX_TEXT_BYTES, &q) == TOOLCALL_MESSAGE && q.text_len == TOOLCALL_MAX_TEXT_BYTES,
         "a message of exactly the limit");
   free(text);
+  covered[TOOLCALL_ERR_INVALID_SYNTAX] = 1;  // Gemma 4's syntax only: test_gemma4_errors
   for (int code = 1; code < TOOLCALL_ERR_COUNT; code++)
     CHECK(covered[code], "no test case for error %s", toolcall_error_name((ToolCallError)code));
   // Names are distinct and known.
@@ -387,6 +388,182 @@ static void test_linear_time(void) {
   }
 }
 
+// ----------------------------------------------------------------------------
+// Gemma 4's native syntax
+
+#define Q "<|\"|>"
+
+static void expect_g4_call(const char *label, const char *text, const char *name, const char *args_json,
+                           const char *preface) {
+  ToolCallParse p;
+  ToolCallKind kind = toolcall_parse_gemma4(text, strlen(text), &p);
+  CHECK(kind == TOOLCALL_TOOL_CALL, "%s: expected a tool call, got kind %d: %s", label, kind, p.message);
+  if (kind == TOOLCALL_TOOL_CALL) {
+    CHECK(strcmp(p.name, name) == 0, "%s: name %s, expected %s", label, p.name, name);
+    CHECK(same_args(p.arguments, args_json), "%s: arguments differ from %s", label, args_json);
+    CHECK(p.text_len == strlen(preface) && memcmp(p.text, preface, p.text_len) == 0, "%s: preface \"%.*s\"", label,
+          (int)p.text_len, p.text);
+  }
+  toolcall_parse_free(&p);
+}
+
+static void expect_g4_error(const char *label, const char *text, size_t len, ToolCallError code, long offset,
+                            const char *detail) {
+  ToolCallParse p;
+  ToolCallKind kind = toolcall_parse_gemma4(text, len, &p);
+  CHECK(kind == TOOLCALL_ERROR && p.error == code, "%s: expected error %s, got kind %d code %s (%s)", label,
+        toolcall_error_name(code), kind, toolcall_error_name(p.error), p.message);
+  CHECK(p.arguments == NULL, "%s: arguments set on error", label);
+  if (offset >= 0) CHECK(p.error_offset == (size_t)offset, "%s: offset %zu, expected %ld", label, p.error_offset, offset);
+  if (detail) CHECK(strstr(p.message, detail) != NULL, "%s: message lacks \"%s\": %s", label, detail, p.message);
+  toolcall_parse_free(&p);
+}
+
+static void test_gemma4_calls(void) {
+  expect_g4_call("string and number", "<|tool_call>call:get_weather{city:" Q "Paris" Q ",days:5}<tool_call|>",
+                 "get_weather", "{\"city\":\"Paris\",\"days\":5}", "");
+  expect_g4_call("no arguments", "<|tool_call>call:ping{}<tool_call|>", "ping", "{}", "");
+  expect_g4_call("nested, arrays, literals, negative and exponent numbers",
+                 "<|tool_call>call:a.b-c{o:{x:[1,-2.5,3e2,true,false,null],s:[" Q Q "," Q "{,:}" Q "]},n:0}"
+                 "<tool_call|>",
+                 "a.b-c", "{\"o\":{\"x\":[1,-2.5,300,true,false,null],\"s\":[\"\",\"{,:}\"]},\"n\":0}", "");
+  expect_g4_call("preface, trailing end of turn", "Let me look.\n<|tool_call>call:f{k:" Q "v" Q "}<tool_call|>\n<turn|>",
+                 "f", "{\"k\":\"v\"}", "Let me look.");
+  expect_g4_call("tags and quotes of JSON inside a string",
+                 "<|tool_call>call:f{k:" Q "<tool_call|> \"x\" <|tool_call>" Q "}<tool_call|>", "f",
+                 "{\"k\":\"<tool_call|> \\\"x\\\" <|tool_call>\"}", "");
+  expect_g4_call("unicode string", "<|tool_call>call:f{k:" Q "h\xc3\xa9 \xe2\x82\xac" Q "}<tool_call|>", "f",
+                 "{\"k\":\"h\xc3\xa9 \xe2\x82\xac\"}", "");
+  ToolCallParse p;
+  CHECK(toolcall_parse_gemma4("Hello there<turn|>", 18, &p) == TOOLCALL_MESSAGE && p.text_len == 11, "a message");
+  toolcall_parse_free(&p);
+  CHECK(toolcall_parse_gemma4("<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>", 47, &p) == TOOLCALL_MESSAGE,
+        "Gemma 3's tags are text in Gemma 4's syntax");
+  toolcall_parse_free(&p);
+}
+
+static void test_gemma4_errors(void) {
+  const char *o = "<|tool_call>";
+  size_t ol = strlen(o);
+  struct {
+    const char *label, *text;
+    ToolCallError code;
+    long offset;
+    const char *detail;
+  } cases[] = {
+      {"empty", " <turn|> ", TOOLCALL_ERR_EMPTY, 0, "empty"},
+      {"stray close", "hi <tool_call|>", TOOLCALL_ERR_STRAY_CLOSE, 3, "without"},
+      {"unterminated", "<|tool_call>call:f{}", TOOLCALL_ERR_UNTERMINATED, 0, "no closing"},
+      {"no call: prefix", "<|tool_call>f{}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol, "call:NAME{"},
+      {"bad name", "<|tool_call>call:9f{}<tool_call|>", TOOLCALL_ERR_BAD_NAME, (long)ol + 5, "not a tool name"},
+      {"no brace", "<|tool_call>call:f<tool_call|>", TOOLCALL_ERR_BAD_NAME, (long)ol + 5, "followed by '{'"},
+      {"JSON quotes", "<|tool_call>call:f{k:\"v\"}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 9, "<|\"|>"},
+      {"unclosed string", "<|tool_call>call:f{k:" Q "v}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 9,
+       "without its closing"},
+      {"missing colon", "<|tool_call>call:f{k 1}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 8, "':'"},
+      {"missing key", "<|tool_call>call:f{:1}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 7, "expected a key"},
+      {"trailing comma", "<|tool_call>call:f{k:1,}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 11,
+       "expected a key"},
+      {"bad number", "<|tool_call>call:f{k:1.}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 9, "after '.'"},
+      {"huge number", "<|tool_call>call:f{k:1e999}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 9, "too large"},
+      {"whitespace", "<|tool_call>call:f{k: 1}<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 9, "value"},
+      {"text after the arguments", "<|tool_call>call:f{k:1}x<tool_call|>", TOOLCALL_ERR_INVALID_SYNTAX, (long)ol + 11,
+       "expected <tool_call|>"},
+      {"duplicate key", "<|tool_call>call:f{k:1,j:{a:1,a:2}}<tool_call|>", TOOLCALL_ERR_DUPLICATE_KEY, -1, "\"a\""},
+      {"text after the call", "<|tool_call>call:f{}<tool_call|> ok", TOOLCALL_ERR_TEXT_AFTER_CALL, -1, "ok"},
+      {"two calls", "<|tool_call>call:f{}<tool_call|><|tool_call>call:g{}<tool_call|>", TOOLCALL_ERR_MULTIPLE_CALLS,
+       -1, "only one"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    expect_g4_error(cases[i].label, cases[i].text, strlen(cases[i].text), cases[i].code, cases[i].offset,
+                    cases[i].detail);
+  expect_g4_error("NUL byte", "<|tool_call>call:f{k:\0}<tool_call|>", 33, TOOLCALL_ERR_NUL_BYTE, 21, "NUL");
+  expect_g4_error("invalid UTF-8", "a\xff", 2, TOOLCALL_ERR_INVALID_UTF8, 1, "UTF-8");
+  // Depth: the arguments object is depth 2 (the call is 1), as in the JSON syntax,
+  // so 30 brackets inside it are allowed and 31 are not.
+  char deep[400];
+  size_t n = (size_t)snprintf(deep, sizeof deep, "<|tool_call>call:f{k:");
+  for (int d = 0; d < TOOLCALL_MAX_DEPTH - 2; d++) deep[n++] = '[';
+  for (int d = 0; d < TOOLCALL_MAX_DEPTH - 2; d++) deep[n++] = ']';
+  n += (size_t)snprintf(deep + n, sizeof deep - n, "}<tool_call|>");
+  ToolCallParse p;
+  CHECK(toolcall_parse_gemma4(deep, n, &p) == TOOLCALL_TOOL_CALL, "depth %d is allowed: %s", TOOLCALL_MAX_DEPTH,
+        p.message);
+  toolcall_parse_free(&p);
+  n = (size_t)snprintf(deep, sizeof deep, "<|tool_call>call:f{k:");
+  for (int d = 0; d < TOOLCALL_MAX_DEPTH - 1; d++) deep[n++] = '[';
+  for (int d = 0; d < TOOLCALL_MAX_DEPTH - 1; d++) deep[n++] = ']';
+  n += (size_t)snprintf(deep + n, sizeof deep - n, "}<tool_call|>");
+  expect_g4_error("too deep", deep, n, TOOLCALL_ERR_TOO_DEEP, -1, "deep");
+  // Every prefix of a valid call and random bytes: an answer, never a crash.
+  const char *valid = "<|tool_call>call:get{a:" Q "x" Q ",b:[1,{c:null}]}<tool_call|>";
+  for (size_t k = 0; k < strlen(valid); k++) {
+    ToolCallKind kind = toolcall_parse_gemma4(valid, k, &p);
+    CHECK(kind != TOOLCALL_TOOL_CALL || k >= strlen(valid) - 1, "prefix %zu parsed as a call", k);
+    toolcall_parse_free(&p);
+  }
+  uint32_t seed = 12345;
+  char junk[512];
+  for (int round = 0; round < 2000; round++) {
+    size_t len = (size_t)(round % 500) + 1;
+    for (size_t k = 0; k < len; k++) {
+      seed = seed * 1664525u + 1013904223u;
+      junk[k] = "<|tool_call>{}[],:\"ab1-.e"[(seed >> 16) % 26];
+    }
+    toolcall_parse_gemma4(junk, len, &p);
+    toolcall_parse_free(&p);
+  }
+}
+
+static void test_gemma4_render(void) {
+  FimiError err = {0};
+  const char *args_json = "{\"city\":\"Paris\",\"days\":5,\"opts\":{\"units\":[\"C\",true,null,-1.5]}}";
+  cJSON *args = json_parse_text(args_json, strlen(args_json), "args", &err);
+  char *call = toolcall_render_call_gemma4("get_weather", args, &err);
+  const char *want = "<|tool_call>call:get_weather{city:" Q "Paris" Q ",days:5,opts:{units:[" Q "C" Q
+                     ",true,null,-1.5]}}<tool_call|>";
+  CHECK(call && strcmp(call, want) == 0, "rendered call: %s", call ? call : err.message);
+  ToolCallParse p;
+  CHECK(call && toolcall_parse_gemma4(call, strlen(call), &p) == TOOLCALL_TOOL_CALL &&
+            cJSON_Compare(p.arguments, args, 1) && strcmp(p.name, "get_weather") == 0,
+        "render then parse gives the same call");
+  if (call) toolcall_parse_free(&p);
+  free(call);
+  cJSON *result = cJSON_CreateObject();
+  cJSON_AddNumberToObject(result, "temp", 15);
+  char *res = toolcall_render_result_gemma4("get_weather", result, &err);
+  CHECK(res && strcmp(res, "<|tool_response>response:get_weather{temp:15}<tool_response|>") == 0, "result: %s",
+        res ? res : err.message);
+  free(res);
+  cJSON *scalar = cJSON_CreateString("sunny");
+  res = toolcall_render_result_gemma4("w", scalar, &err);
+  CHECK(res && strcmp(res, "<|tool_response>response:w{result:" Q "sunny" Q "}<tool_response|>") == 0,
+        "scalar result: %s", res ? res : err.message);
+  free(res);
+  res = toolcall_render_error_gemma4(NULL, "bad " Q " input", &err);
+  CHECK(res && strcmp(res, "<|tool_response>response:unknown{error:" Q "bad \" input" Q "}<tool_response|>") == 0,
+        "error: %s", res ? res : err.message);
+  free(res);
+  char *decl = toolcall_render_declaration_gemma4("w", "Weather.", result, &err);
+  CHECK(decl && strcmp(decl, "<|tool>declaration:w{description:" Q "Weather." Q ",parameters:{temp:15}}<tool|>") == 0,
+        "declaration: %s", decl ? decl : err.message);
+  free(decl);
+  // What the syntax cannot hold is an error, not a wrong rendering.
+  cJSON *bad = cJSON_CreateObject();
+  cJSON_AddStringToObject(bad, "a key", "v");
+  CHECK(!toolcall_render_call_gemma4("f", bad, &err) && strstr(err.message, "not bare"), "key with a space: %s",
+        err.message);
+  cJSON_Delete(bad);
+  bad = cJSON_CreateObject();
+  cJSON_AddStringToObject(bad, "k", "a" Q "b");
+  CHECK(!toolcall_render_call_gemma4("f", bad, &err) && strstr(err.message, "cannot be quoted"), "quote in a string");
+  cJSON_Delete(bad);
+  CHECK(!toolcall_render_call_gemma4("9x", args, &err), "bad name");
+  cJSON_Delete(scalar);
+  cJSON_Delete(result);
+  cJSON_Delete(args);
+}
+
 int main(void) {
   test_valid_calls();
   test_messages();
@@ -395,5 +572,8 @@ int main(void) {
   test_garbage();
   test_render();
   test_linear_time();
+  test_gemma4_calls();
+  test_gemma4_errors();
+  test_gemma4_render();
   TEST_MAIN_END();
 }
