@@ -58,15 +58,43 @@ static int push_text(ChatBuilder *b, const char *text, size_t len, uint8_t mask,
 // ----------------------------------------------------------------------------
 // setup
 
+static const char *const G4_MARKUP[CHAT_G4_MARKUP_COUNT] = {
+    "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"};
+
+// Gemma 4's turn and markup ids into the builder; 0 when the vocabulary has
+// <|turn>, <turn|> and the call markup, else -1 (the builder is unchanged).
+static int select_gemma4(ChatBuilder *b) {
+  int32_t turn = tokenizer_token_to_id(b->tok, "<|turn>"), end = tokenizer_token_to_id(b->tok, "<turn|>");
+  if (turn < 0 || end < 0) return -1;
+  int32_t markup[CHAT_G4_MARKUP_COUNT];
+  for (int i = 0; i < CHAT_G4_MARKUP_COUNT; i++) markup[i] = tokenizer_token_to_id(b->tok, G4_MARKUP[i]);
+  if (markup[CHAT_G4_CALL_OPEN] < 0 || markup[CHAT_G4_CALL_CLOSE] < 0 || markup[CHAT_G4_QUOTE] < 0) return -1;
+  b->format = CHAT_FORMAT_GEMMA4;
+  b->specials.start_of_turn = turn;
+  b->specials.end_of_turn = end;
+  b->specials.tool_call_open = markup[CHAT_G4_CALL_OPEN];
+  b->specials.tool_call_close = markup[CHAT_G4_CALL_CLOSE];
+  memcpy(b->markup, markup, sizeof markup);
+  return 0;
+}
+
 int chat_init(ChatBuilder *b, const Tokenizer *tok, FimiError *err) {
   memset(b, 0, sizeof *b);
   b->tok = tok;
   b->specials = *tokenizer_specials(tok);
+  b->format = CHAT_FORMAT_GEMMA3;
+  for (int i = 0; i < CHAT_G4_MARKUP_COUNT; i++) b->markup[i] = -1;
+  int gemma3 = b->specials.start_of_turn >= 0 && b->specials.end_of_turn >= 0;
+  if (b->specials.bos >= 0 && !gemma3) select_gemma4(b);
   const char *missing = b->specials.bos < 0             ? "<bos>"
                         : b->specials.start_of_turn < 0 ? "<start_of_turn>"
                         : b->specials.end_of_turn < 0   ? "<end_of_turn>"
                                                         : NULL;
-  if (missing) return fimi_fail(err, "chat format: the tokenizer has no %s token", missing);
+  if (missing)
+    return fimi_fail(err,
+                     "chat format: the tokenizer has no %s token (and not Gemma 4's <|turn>, <turn|>, <|tool_call>, "
+                     "<tool_call|> and <|\"|> either)",
+                     missing);
   for (int r = 0; r < CHAT_NUM_ROLES; r++) {
     char header[16];
     size_t n = strlen(ROLE_NAMES[r]);
@@ -107,12 +135,33 @@ int chat_begin(ChatBuilder *b, FimiError *err) {
   return push_id(b, b->specials.bos, 0, err);
 }
 
+// Gemma 4 text of a system, model or tool turn: each markup string becomes its
+// token id (when the vocabulary has it), the rest is ordinary text.
+static int push_gemma4_markup(ChatBuilder *b, const char *text, size_t len, uint8_t mask, FimiError *err) {
+  size_t done = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] != '<') continue;
+    int found = -1;
+    size_t n = 0;
+    for (int m = 0; m < CHAT_G4_MARKUP_COUNT && found < 0; m++) {
+      n = strlen(G4_MARKUP[m]);
+      if (b->markup[m] >= 0 && len - i >= n && memcmp(text + i, G4_MARKUP[m], n) == 0) found = m;
+    }
+    if (found < 0) continue;
+    if (push_text(b, text + done, i - done, mask, err) != 0 || push_id(b, b->markup[found], mask, err) != 0) return -1;
+    i += n - 1;
+    done = i + 1;
+  }
+  return push_text(b, text + done, len - done, mask, err);
+}
+
 // Model text: the call's tags become <tool_call>/</tool_call> ids when the
 // vocabulary has them (the first opening tag and the last closing tag after
 // it: in a valid call only whitespace follows the closing tag, while the
 // arguments may contain the tag strings). All of it has mask 1.
 static int push_model_text(ChatBuilder *b, const char *text, size_t len, FimiError *err) {
   static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
+  if (b->format == CHAT_FORMAT_GEMMA4) return push_gemma4_markup(b, text, len, 1, err);
   const size_t open_len = sizeof OPEN - 1, close_len = sizeof CLOSE - 1;
   if (b->specials.tool_call_open < 0 || b->specials.tool_call_close < 0) return push_text(b, text, len, 1, err);
   size_t open = len, close = len;
@@ -137,7 +186,9 @@ static int push_model_text(ChatBuilder *b, const char *text, size_t len, FimiErr
 static int append_turn(ChatBuilder *b, ChatRole role, const char *content, size_t len, FimiError *err) {
   uint8_t mask = role == CHAT_MODEL;
   if (push_id(b, b->specials.start_of_turn, 0, err) != 0 || push_ids(b, &b->header[role], 0, err) != 0) return -1;
-  int rc = role == CHAT_MODEL ? push_model_text(b, content, len, err) : push_text(b, content, len, 0, err);
+  int rc = role == CHAT_MODEL                                     ? push_model_text(b, content, len, err)
+           : b->format == CHAT_FORMAT_GEMMA4 && role != CHAT_USER ? push_gemma4_markup(b, content, len, 0, err)
+                                                                  : push_text(b, content, len, 0, err);
   if (rc != 0) return fimi_fail_wrap(err, "chat: %s turn", ROLE_NAMES[role]);
   if (push_id(b, b->specials.end_of_turn, mask, err) != 0) return -1;
   return push_ids(b, &b->newline, 0, err);
@@ -318,11 +369,75 @@ char *chat_system_text(const char *instructions, const cJSON *tools, FimiError *
   return t.data;
 }
 
+char *chat_system_text_gemma4(const char *instructions, const cJSON *tools, FimiError *err) {
+  if (!instructions) instructions = "";
+  if (tools && !cJSON_IsArray(tools)) {
+    fimi_fail(err, "tools: expected a JSON array of tool schemas");
+    return NULL;
+  }
+  if (cJSON_GetArraySize(tools) > 0) {  // the same name and schema checks as the JSON catalog
+    char *catalog = chat_tool_catalog_text(tools, err);
+    if (!catalog) return NULL;
+    free(catalog);
+  }
+  Text t = {0};
+  if (text_append(&t, instructions, strlen(instructions), err) != 0) return NULL;
+  int index = 0;
+  for (const cJSON *tool = tools ? tools->child : NULL; tool; tool = tool->next, index++) {
+    cJSON *canon = canonical_tool(tool, index, err);
+    if (!canon) goto fail;
+    const cJSON *description = cJSON_GetObjectItemCaseSensitive(canon, "description");
+    char *decl = toolcall_render_declaration_gemma4(cJSON_GetObjectItemCaseSensitive(canon, "name")->valuestring,
+                                                    cJSON_IsString(description) ? description->valuestring : NULL,
+                                                    cJSON_GetObjectItemCaseSensitive(canon, "parameters"), err);
+    cJSON_Delete(canon);
+    if (!decl) {
+      fimi_fail_wrap(err, "tools[%d]", index);
+      goto fail;
+    }
+    int rc = text_append(&t, decl, strlen(decl), err);
+    free(decl);
+    if (rc != 0) goto fail;
+  }
+  return t.data;
+fail:
+  free(t.data);
+  return NULL;
+}
+
+static char *format_system_text(const ChatBuilder *b, const char *instructions, const cJSON *tools, FimiError *err) {
+  if (b->format == CHAT_FORMAT_GEMMA4) return chat_system_text_gemma4(instructions, tools, err);
+  return chat_system_text(instructions, tools, err);
+}
+
+// ----------------------------------------------------------------------------
+// the builder's tool-call syntax
+
+char *chat_render_call(const ChatBuilder *b, const char *name, const cJSON *arguments, FimiError *err) {
+  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_render_call_gemma4(name, arguments, err);
+  return toolcall_render_call(name, arguments, err);
+}
+
+char *chat_render_result(const ChatBuilder *b, const char *name, const cJSON *result, FimiError *err) {
+  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_render_result_gemma4(name, result, err);
+  return toolcall_render_result(name, result, err);
+}
+
+char *chat_render_error(const ChatBuilder *b, const char *name, const char *message, FimiError *err) {
+  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_render_error_gemma4(name, message, err);
+  return toolcall_render_error(name, message, err);
+}
+
+ToolCallKind chat_parse_model_turn(const ChatBuilder *b, const char *text, size_t len, ToolCallParse *out) {
+  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_parse_gemma4(text, len, out);
+  return toolcall_parse(text, len, out);
+}
+
 // ----------------------------------------------------------------------------
 // messages JSON
 
 // The <tool_call> text of an assistant message's "tool_calls" (exactly one).
-static char *tool_call_text(const cJSON *calls, const char *what, int index, FimiError *err) {
+static char *tool_call_text(const ChatBuilder *b, const cJSON *calls, const char *what, int index, FimiError *err) {
   if (!cJSON_IsArray(calls) || cJSON_GetArraySize(calls) != 1) {
     fimi_fail(err, "%s: messages[%d].tool_calls: expected an array with exactly one call (one call per model turn)",
               what, index);
@@ -348,7 +463,7 @@ static char *tool_call_text(const cJSON *calls, const char *what, int index, Fim
   } else if (!args || cJSON_IsNull(args)) {
     args = parsed = cJSON_CreateObject();
   }
-  char *text = toolcall_render_call(name->valuestring, args, err);
+  char *text = chat_render_call(b, name->valuestring, args, err);
   cJSON_Delete(parsed);
   if (!text) fimi_fail_wrap(err, "%s: messages[%d].tool_calls[0]", what, index);
   return text;
@@ -363,9 +478,40 @@ static int role_of(const char *role, ChatRole *out) {
   return 0;
 }
 
+// The name of the call a tool message answers: its "name", else the call of
+// the nearest assistant message before it, else "unknown".
+static const char *answered_call_name(const cJSON *msg) {
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(msg, "name");
+  if (cJSON_IsString(name)) return name->valuestring;
+  for (const cJSON *p = msg; p->prev && p->prev->next == p;) {  // cJSON: the head's prev is the last item
+    p = p->prev;
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(p, "tool_calls");
+    if (!cJSON_IsArray(calls) || !calls->child) continue;
+    const cJSON *call = calls->child, *fn = cJSON_GetObjectItemCaseSensitive(call, "function");
+    const cJSON *call_name = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(fn) ? fn : call, "name");
+    return cJSON_IsString(call_name) ? call_name->valuestring : "unknown";
+  }
+  return "unknown";
+}
+
+// Gemma 4's tool turn: <|tool_response>response:NAME{...}<tool_response|>
+// of the content parsed as JSON (an object's members; any other value, or
+// text that is not JSON, as {result:...}).
+static char *gemma4_tool_text(const cJSON *msg, const char *content, FimiError *err) {
+  cJSON *value = cJSON_ParseWithLengthOpts(content, strlen(content) + 1, NULL, 1);  // with the NUL: no trailing text
+  if (!value) value = cJSON_CreateString(content);
+  if (!value) {
+    fimi_fail(err, "out of memory");
+    return NULL;
+  }
+  char *text = toolcall_render_result_gemma4(answered_call_name(msg), value, err);
+  cJSON_Delete(value);
+  return text;
+}
+
 // The text of message `index` (malloc'd): content, the catalog for a system
 // turn, the tool call for an assistant turn with tool_calls.
-static char *message_text(const cJSON *msg, ChatRole role, const cJSON *tools, const char *what, int index,
+static char *message_text(const ChatBuilder *b, const cJSON *msg, ChatRole role, const cJSON *tools, const char *what, int index,
                           FimiError *err) {
   const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
   const cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
@@ -383,11 +529,16 @@ static char *message_text(const cJSON *msg, ChatRole role, const cJSON *tools, c
     fimi_fail(err, "%s: messages[%d]: only assistant messages may have tool_calls", what, index);
     return NULL;
   }
-  if (role == CHAT_SYSTEM) return chat_system_text(text, tools, err);
+  if (role == CHAT_SYSTEM) return format_system_text(b, text, tools, err);
+  if (role == CHAT_TOOL && b->format == CHAT_FORMAT_GEMMA4) {
+    char *tool_text = gemma4_tool_text(msg, text, err);
+    if (!tool_text) fimi_fail_wrap(err, "%s: messages[%d]", what, index);
+    return tool_text;
+  }
   Text t = {0};
   if (text_append(&t, text ? text : "", text ? strlen(text) : 0, err) != 0) return NULL;
   if (has_calls) {
-    char *call = tool_call_text(calls, what, index, err);
+    char *call = tool_call_text(b, calls, what, index, err);
     int rc = call ? 0 : -1;
     if (rc == 0 && t.len > 0) rc = text_append(&t, "\n", 1, err);
     if (rc == 0) rc = text_append(&t, call, strlen(call), err);
@@ -406,7 +557,7 @@ static int render_messages(ChatBuilder *b, const cJSON *messages, const cJSON *t
   const cJSON *first_role = cJSON_GetObjectItemCaseSensitive(messages->child, "role");
   int has_system = cJSON_IsString(first_role) && strcmp(first_role->valuestring, "system") == 0;
   if (!has_system && cJSON_GetArraySize(tools) > 0) {
-    char *catalog = chat_system_text(NULL, tools, err);
+    char *catalog = format_system_text(b, NULL, tools, err);
     int rc = catalog ? chat_append_turn(b, CHAT_SYSTEM, catalog, strlen(catalog), err) : -1;
     free(catalog);
     if (rc != 0) return fimi_fail_wrap(err, "%s: tools", what);
@@ -422,7 +573,7 @@ static int render_messages(ChatBuilder *b, const cJSON *messages, const cJSON *t
                        index, role_item->valuestring);
     if (role == CHAT_SYSTEM && index != 0)
       return fimi_fail(err, "%s: messages[%d]: a system message must be the first message", what, index);
-    char *text = message_text(msg, role, tools, what, index, err);
+    char *text = message_text(b, msg, role, tools, what, index, err);
     if (!text) return -1;
     int rc = chat_append_turn(b, role, text, strlen(text), err);
     free(text);

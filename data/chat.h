@@ -23,6 +23,17 @@
 // control token. The one exception: in a model turn the <tool_call> and
 // </tool_call> tags of the call become their special tokens when the
 // vocabulary has them (see docs/chat-format.md).
+//
+// Two formats, chosen by chat_init from the tokenizer (ChatFormat): Gemma 3's
+// (above; the vocabulary has <start_of_turn>/<end_of_turn>) and Gemma 4's
+// (the vocabulary has <|turn>/<turn|> instead): <bos><|turn>{role}\n...
+// <turn|>\n, calls in the native syntax <|tool_call>call:NAME{...}
+// <tool_call|>, tool results <|tool_response>response:NAME{...}
+// <tool_response|>, tool declarations <|tool>...<tool|> in the system turn.
+// In Gemma 4 the markup tokens (<|tool>, <tool|>, <|tool_call>,
+// <tool_call|>, <|tool_response>, <tool_response|>, <|"|>) become their ids
+// in system, model and tool turns; user text stays plain text. The
+// chat_render_*/chat_parse_model_turn helpers pick the builder's format.
 #ifndef FIMI_DATA_CHAT_H
 #define FIMI_DATA_CHAT_H
 
@@ -33,6 +44,15 @@
 
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "data/toolcall.h"
+
+typedef enum { CHAT_FORMAT_GEMMA3 = 0, CHAT_FORMAT_GEMMA4 = 1 } ChatFormat;
+
+// Ids of Gemma 4's tool markup tokens (-1 when the vocabulary lacks one).
+typedef enum {
+  CHAT_G4_TOOL_OPEN = 0, CHAT_G4_TOOL_CLOSE, CHAT_G4_CALL_OPEN, CHAT_G4_CALL_CLOSE,
+  CHAT_G4_RESPONSE_OPEN, CHAT_G4_RESPONSE_CLOSE, CHAT_G4_QUOTE, CHAT_G4_MARKUP_COUNT
+} ChatGemma4Markup;
 
 typedef enum { CHAT_SYSTEM = 0, CHAT_USER = 1, CHAT_MODEL = 2, CHAT_TOOL = 3 } ChatRole;
 #define CHAT_NUM_ROLES 4
@@ -45,7 +65,11 @@ const char *chat_role_name(ChatRole role);
 // the builder unchanged when it fails.
 typedef struct ChatBuilder {
   const Tokenizer *tok;  // borrowed; must outlive the builder
+  ChatFormat format;
+  // Gemma 4: start_of_turn/end_of_turn hold the ids of <|turn>/<turn|> and
+  // tool_call_open/_close those of <|tool_call>/<tool_call|>.
   TokenizerSpecials specials;
+  int32_t markup[CHAT_G4_MARKUP_COUNT];  // Gemma 4 only; else all -1
   TokenIds ids;
   uint8_t *mask;
   size_t mask_cap;
@@ -54,7 +78,9 @@ typedef struct ChatBuilder {
   TokenIds newline;                 // ids of "\n"
 } ChatBuilder;
 
-// Fails when the vocabulary lacks <bos>, <start_of_turn> or <end_of_turn>.
+// Gemma 3's format when the vocabulary has <start_of_turn> and
+// <end_of_turn>, else Gemma 4's when it has <|turn> and <turn|> (and
+// <|tool_call>, <tool_call|>, <|"|>). Fails when it has neither, or no <bos>.
 int chat_init(ChatBuilder *b, const Tokenizer *tok, FimiError *err);
 void chat_free(ChatBuilder *b);
 // Empties the builder for the next conversation (keeps its buffers).
@@ -89,6 +115,16 @@ int chat_append_generated(ChatBuilder *b, const int32_t *ids, size_t n, FimiErro
 // errors ("train.jsonl line 12"), which also name the message index.
 int chat_render_messages(ChatBuilder *b, const cJSON *messages, const cJSON *tools, const char *what,
                          FimiError *err);
+
+// The builder's format: toolcall_render_call/_result/_error (Gemma 3) or
+// their _gemma4 forms; toolcall_parse or toolcall_parse_gemma4.
+char *chat_render_call(const ChatBuilder *b, const char *name, const cJSON *arguments, FimiError *err);
+char *chat_render_result(const ChatBuilder *b, const char *name, const cJSON *result, FimiError *err);
+char *chat_render_error(const ChatBuilder *b, const char *name, const char *message, FimiError *err);
+ToolCallKind chat_parse_model_turn(const ChatBuilder *b, const char *text, size_t len, ToolCallParse *out);
+// Gemma 4's system turn: instructions, then one <|tool>declaration:...<tool|>
+// per tool (names checked as chat_tool_catalog_text does). Malloc'd.
+char *chat_system_text_gemma4(const char *instructions, const cJSON *tools, FimiError *err);
 
 // The tool catalog: one header line, then one compact JSON line per tool
 // {"name":...,"description":...,"parameters":{...}} in the given order

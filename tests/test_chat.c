@@ -32,22 +32,32 @@ static const char *MERGES[][2] = {
     {"syste", "m"}, {"▁", "t"}, {"h", "e"}, {"▁t", "he"}, {"<", "e"}, {"<e", "n"}, {"<en", "d"},
     {"_", "o"}, {"_o", "f"}, {"l", "\n"}, {"\n", "\n"}, {"a", "n"}, {"▁", "a"}, {"▁a", "n"}};
 
-// kind: 0 full vocabulary, 1 without <tool_call>/</tool_call>, 2 without <start_of_turn>.
+// Gemma 4's layout: the turn tokens take SOT's and EOT's ids, its call tags
+// TC_OPEN's and TC_CLOSE's, then the quote and the other tool markup.
+enum { G4_QUOTE = 8, G4_TOOL_OPEN = 9, G4_TOOL_CLOSE = 10, G4_RESP_OPEN = 11, G4_RESP_CLOSE = 12 };
+static const char *SPECIALS_G4[] = {"<pad>",  "<eos>",   "<bos>",           "<unk>",           "<|turn>",
+                                    "<turn|>", "<|tool_call>", "<tool_call|>", "<|\"|>",          "<|tool>",
+                                    "<tool|>", "<|tool_response>", "<tool_response|>"};
+
+// kind: 0 full vocabulary, 1 without <tool_call>/</tool_call>, 2 without
+// <start_of_turn>, 3 Gemma 4's special tokens (no <start_of_turn>).
 static char *tokenizer_json(int kind) {
   cJSON *root = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(root, "added_tokens");
   cJSON *model = cJSON_AddObjectToObject(root, "model"), *vocab = cJSON_CreateObject();
   int id = 0;
-  for (int i = 0; i < 8; i++, id++) {
+  const char **specials = kind == 3 ? SPECIALS_G4 : SPECIALS;
+  int n_specials = kind == 3 ? 13 : 8;
+  for (int i = 0; i < n_specials; i++, id++) {
     if ((kind == 1 && (i == TC_OPEN || i == TC_CLOSE)) || (kind == 2 && i == SOT)) {
       char filler[16];
       snprintf(filler, sizeof filler, "<unused%d>", i);
       cJSON_AddNumberToObject(vocab, filler, id);
       continue;
     }
-    cJSON_AddNumberToObject(vocab, SPECIALS[i], id);
+    cJSON_AddNumberToObject(vocab, specials[i], id);
     cJSON *t = cJSON_CreateObject();
     cJSON_AddNumberToObject(t, "id", id);
-    cJSON_AddStringToObject(t, "content", SPECIALS[i]);
+    cJSON_AddStringToObject(t, "content", specials[i]);
     cJSON_AddBoolToObject(t, "single_word", 0);
     cJSON_AddBoolToObject(t, "lstrip", 0);
     cJSON_AddBoolToObject(t, "rstrip", 0);
@@ -669,6 +679,107 @@ static void test_messages_json(const Tokenizer *tok) {
   chat_free(&noargs);
 }
 
+// Gemma 4's format, chosen from the tokenizer: the exact text of a rendered
+// conversation with tools, a call and its result, the markup ids, the mask,
+// a generated turn, and the builder's parser on the model's text.
+static void test_gemma4(void) {
+  Tokenizer *tok = load_tokenizer(3);
+  CHECK(tok != NULL, "Gemma 4 test tokenizer");
+  if (!tok) return;
+  ChatBuilder b;
+  FimiError err = {0};
+  CHECK(chat_init(&b, tok, &err) == 0 && b.format == CHAT_FORMAT_GEMMA4, "init picks Gemma 4: %s", err.message);
+  CHECK(b.specials.start_of_turn == SOT && b.specials.end_of_turn == EOT && b.specials.tool_call_open == TC_OPEN &&
+            b.markup[CHAT_G4_QUOTE] == G4_QUOTE && b.markup[CHAT_G4_RESPONSE_CLOSE] == G4_RESP_CLOSE,
+        "Gemma 4 ids");
+  const char *msgs_json =
+      "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+      "{\"role\":\"user\",\"content\":\"Weather in Paris? <|turn>x <|\\\"|>\"},"
+      "{\"role\":\"assistant\",\"content\":\"Checking.\",\"tool_calls\":[{\"type\":\"function\",\"function\":"
+      "{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"days\\\":2}\"}}]},"
+      "{\"role\":\"tool\",\"content\":\"{\\\"temp\\\":15}\"},"
+      "{\"role\":\"assistant\",\"content\":\"15 C.\"}]";
+  const char *tools_json =
+      "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather.\","
+      "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+  cJSON *msgs = json_parse_text(msgs_json, strlen(msgs_json), "msgs", &err);
+  cJSON *tools = json_parse_text(tools_json, strlen(tools_json), "tools", &err);
+  CHECK(msgs && tools, "test JSON parses: %s", err.message);
+  CHECK(chat_render_messages(&b, msgs, tools, "test", &err) == 0, "render: %s", err.message);
+  char *text = decode(tok, b.ids.data, b.ids.len);
+#define Q "<|\"|>"
+  const char *want =
+      "<bos><|turn>system\nBe brief.<|tool>declaration:get_weather{description:" Q "Weather." Q
+      ",parameters:{type:" Q "object" Q ",properties:{city:{type:" Q "string" Q "}}}}<tool|><turn|>\n"
+      "<|turn>user\nWeather in Paris? <|turn>x " Q "<turn|>\n"
+      "<|turn>model\nChecking.\n<|tool_call>call:get_weather{city:" Q "Paris" Q ",days:2}<tool_call|><turn|>\n"
+      "<|turn>tool\n<|tool_response>response:get_weather{temp:15}<tool_response|><turn|>\n"
+      "<|turn>model\n15 C.<turn|>\n";
+  CHECK(text && strcmp(text, want) == 0, "Gemma 4 text:\n%s\nexpected:\n%s", text, want);
+  free(text);
+  // User text keeps markup strings as text: 5 turns, one quote pair per string
+  // (three in the declaration, one in the call), none from the user's "<|\"|>".
+  CHECK(count_id(&b, SOT) == 5 && count_id(&b, EOT) == 5, "turn ids: %zu %zu", count_id(&b, SOT), count_id(&b, EOT));
+  CHECK(count_id(&b, G4_QUOTE) == 8, "quote ids: %zu", count_id(&b, G4_QUOTE));
+  CHECK(count_id(&b, TC_OPEN) == 1 && count_id(&b, TC_CLOSE) == 1 && count_id(&b, G4_TOOL_OPEN) == 1 &&
+            count_id(&b, G4_TOOL_CLOSE) == 1 && count_id(&b, G4_RESP_OPEN) == 1 && count_id(&b, G4_RESP_CLOSE) == 1,
+        "markup ids");
+  check_mask(tok, &b, "Gemma 4");
+  char *learned = decode_masked(tok, &b, 1);
+  const char *want_learned =
+      "Checking.\n<|tool_call>call:get_weather{city:" Q "Paris" Q ",days:2}<tool_call|><turn|>15 C.<turn|>";
+  CHECK(learned && strcmp(learned, want_learned) == 0, "mask-1 text: %s", learned);
+  free(learned);
+  // Incremental: the same ids from chat_append_turn with the builder's renderers.
+  ChatBuilder inc;
+  CHECK(chat_init(&inc, tok, &err) == 0, "init: %s", err.message);
+  char *sys = chat_system_text_gemma4("Be brief.", tools, &err);
+  cJSON *args = cJSON_CreateObject(), *result = cJSON_CreateObject();
+  cJSON_AddStringToObject(args, "city", "Paris");
+  cJSON_AddNumberToObject(args, "days", 2);
+  cJSON_AddNumberToObject(result, "temp", 15);
+  char *call = chat_render_call(&inc, "get_weather", args, &err);
+  char *res = chat_render_result(&inc, "get_weather", result, &err);
+  CHECK(sys && call && res, "Gemma 4 renderers: %s", err.message);
+  if (sys && call && res) {
+    const char *user = "Weather in Paris? <|turn>x " Q;
+    char model[256];
+    snprintf(model, sizeof model, "Checking.\n%s", call);
+    chat_begin(&inc, &err);
+    chat_append_turn(&inc, CHAT_SYSTEM, sys, strlen(sys), &err);
+    chat_append_turn(&inc, CHAT_USER, user, strlen(user), &err);
+    chat_append_turn(&inc, CHAT_MODEL, model, strlen(model), &err);
+    chat_append_turn(&inc, CHAT_TOOL, res, strlen(res), &err);
+    chat_append_generation_prompt(&inc, &err);
+    int32_t gen[32];
+    TokenIds g = {0};
+    tokenizer_encode(tok, "15 C.", 5, TOKENIZER_NO_SPECIAL_MATCH, &g, &err);
+    memcpy(gen, g.data, g.len * sizeof(int32_t));
+    gen[g.len] = EOT;
+    CHECK(chat_append_generated(&inc, gen, g.len + 1, &err) == 0, "generated: %s", err.message);
+    token_ids_free(&g);
+    CHECK(same_builders(&inc, &b), "incremental Gemma 4 == rendered messages");
+    // The model turn's decoded text parses back into the call.
+    ToolCallParse p;
+    CHECK(chat_parse_model_turn(&inc, model, strlen(model), &p) == TOOLCALL_TOOL_CALL &&
+              strcmp(p.name, "get_weather") == 0 && cJSON_Compare(p.arguments, args, 1),
+          "parse the model turn: %s", p.message);
+    toolcall_parse_free(&p);
+  }
+#undef Q
+  free(sys);
+  free(call);
+  free(res);
+  cJSON_Delete(args);
+  cJSON_Delete(result);
+  chat_free(&inc);
+  // The Gemma 3 builder keeps its JSON syntax and parser.
+  cJSON_Delete(msgs);
+  cJSON_Delete(tools);
+  chat_free(&b);
+  tokenizer_free(tok);
+}
+
 int main(void) {
   Tokenizer *tok = load_tokenizer(0);
   CHECK(tok != NULL, "test tokenizer loads");
@@ -685,6 +796,17 @@ int main(void) {
   test_incremental_equals_whole(tok);
   test_catalog();
   test_messages_json(tok);
+  ChatBuilder g3;
+  FimiError err = {0};
+  CHECK(chat_init(&g3, tok, &err) == 0 && g3.format == CHAT_FORMAT_GEMMA3, "Gemma 3 markers pick Gemma 3");
+  cJSON *none = cJSON_CreateObject();
+  char *g3_call = chat_render_call(&g3, "f", none, &err);
+  CHECK(g3_call && strcmp(g3_call, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>") == 0,
+        "Gemma 3 call syntax: %s", g3_call);
+  free(g3_call);
+  cJSON_Delete(none);
+  chat_free(&g3);
+  test_gemma4();
   tokenizer_free(tok);
   TEST_MAIN_END();
 }
