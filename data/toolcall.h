@@ -2,7 +2,8 @@
 // rendering the tool-call and tool-result text of the chat format (DESIGN.md
 // section 5, docs/chat-format.md). Defines ToolCallParse, the typed parse
 // errors ToolCallError, toolcall_parse/_free, toolcall_error_name and the
-// renderers toolcall_render_call/_result/_error.
+// renderers toolcall_render_call/_result/_error; for Gemma 4's native
+// syntax toolcall_parse_gemma4 and the toolcall_render_*_gemma4 renderers.
 //
 // The model's output is untrusted: any bytes (NULs, invalid UTF-8,
 // megabytes) give either a MESSAGE, a TOOL_CALL or an ERROR with a code and a
