@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/text.h"
 #include "data/toolcall.h"
 
 static const char *ROLE_NAMES[CHAT_NUM_ROLES] = {"system", "user", "model", "tool"};
@@ -281,28 +282,6 @@ static cJSON *canonical_tool(const cJSON *tool, int index, FimiError *err) {
   return out;
 }
 
-// A growable string.
-typedef struct {
-  char *data;
-  size_t len, cap;
-} Text;
-
-static int text_append(Text *t, const char *s, size_t n, FimiError *err) {
-  if (n > SIZE_MAX / 2 - t->len) return fimi_fail(err, "text too long");
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = t->cap ? t->cap : 256;
-    while (cap < t->len + n + 1) cap *= 2;
-    char *data = realloc(t->data, cap);
-    if (!data) return fimi_fail(err, "out of memory (%zu bytes)", cap);
-    t->data = data;
-    t->cap = cap;
-  }
-  memcpy(t->data + t->len, s, n);
-  t->len += n;
-  t->data[t->len] = '\0';
-  return 0;
-}
-
 static const char CATALOG_HEADER[] =
     "You can call these tools. To call one, reply with only "
     "<tool_call>{\"name\":\"TOOL_NAME\",\"arguments\":{...}}</tool_call>; "
@@ -313,7 +292,7 @@ char *chat_tool_catalog_text(const cJSON *tools, FimiError *err) {
     fimi_fail(err, "tools: expected a JSON array of tool schemas");
     return NULL;
   }
-  Text t = {0};
+  TextBuf t = {0};
   if (text_append(&t, CATALOG_HEADER, strlen(CATALOG_HEADER), err) != 0) return NULL;
   int index = 0;
   for (const cJSON *tool = tools->child; tool; tool = tool->next, index++) {
@@ -348,7 +327,7 @@ fail:
 
 char *chat_system_text(const char *instructions, const cJSON *tools, FimiError *err) {
   if (!instructions) instructions = "";
-  Text t = {0};
+  TextBuf t = {0};
   if (text_append(&t, instructions, strlen(instructions), err) != 0) return NULL;
   if (tools && !cJSON_IsArray(tools)) {
     free(t.data);
@@ -380,7 +359,7 @@ char *chat_system_text_gemma4(const char *instructions, const cJSON *tools, Fimi
     if (!catalog) return NULL;
     free(catalog);
   }
-  Text t = {0};
+  TextBuf t = {0};
   if (text_append(&t, instructions, strlen(instructions), err) != 0) return NULL;
   int index = 0;
   for (const cJSON *tool = tools ? tools->child : NULL; tool; tool = tool->next, index++) {
@@ -535,7 +514,7 @@ static char *message_text(const ChatBuilder *b, const cJSON *msg, ChatRole role,
     if (!tool_text) fimi_fail_wrap(err, "%s: messages[%d]", what, index);
     return tool_text;
   }
-  Text t = {0};
+  TextBuf t = {0};
   if (text_append(&t, text ? text : "", text ? strlen(text) : 0, err) != 0) return NULL;
   if (has_calls) {
     char *call = tool_call_text(b, calls, what, index, err);

@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/utf8.h"
 #include "core/json.h"
+#include "core/text.h"
+#include "core/utf8.h"
 
 static const char OPEN_TAG[] = "<tool_call>";
 static const char CLOSE_TAG[] = "</tool_call>";
@@ -329,7 +330,17 @@ static ToolCallKind parse_call(ToolCallParse *out, const char *text, size_t end,
 // ----------------------------------------------------------------------------
 // entry point
 
-ToolCallKind toolcall_parse(const char *text, size_t len, ToolCallParse *out) {
+// The syntax of a turn: its call tags, the end-of-turn marker a decode may
+// keep, and the parser of what a call tag opens.
+typedef struct TurnSyntax {
+  const char *open, *close, *end_of_turn;
+  size_t open_len, close_len;
+  ToolCallKind (*parse_call)(ToolCallParse *out, const char *text, size_t end, size_t open);
+} TurnSyntax;
+
+// What both formats share: limits, NUL and UTF-8 checks, trimming, and the
+// split into a message or a call.
+static ToolCallKind parse_turn(const TurnSyntax *syntax, const char *text, size_t len, ToolCallParse *out) {
   memset(out, 0, sizeof *out);
   out->text = text;
   if (len > TOOLCALL_MAX_TEXT_BYTES)
@@ -346,16 +357,17 @@ ToolCallKind toolcall_parse(const char *text, size_t len, ToolCallParse *out) {
   size_t begin = 0, end = len;
   for (;;) {
     while (end > begin && is_space((unsigned char)text[end - 1])) end--;
-    if (ends_with(text + begin, end - begin, "<end_of_turn>")) end -= strlen("<end_of_turn>");
+    if (ends_with(text + begin, end - begin, syntax->end_of_turn)) end -= strlen(syntax->end_of_turn);
     else if (ends_with(text + begin, end - begin, "<eos>")) end -= strlen("<eos>");
     else break;
   }
   while (begin < end && is_space((unsigned char)text[begin])) begin++;
 
-  size_t open = find(text, end, begin, OPEN_TAG, OPEN_LEN);
-  size_t close = find(text, open, begin, CLOSE_TAG, CLOSE_LEN);
+  size_t open = find(text, end, begin, syntax->open, syntax->open_len);
+  size_t close = find(text, open, begin, syntax->close, syntax->close_len);
   if (close < open)
-    return fail(out, TOOLCALL_ERR_STRAY_CLOSE, close, "</tool_call> at byte %zu without a <tool_call> before it", close);
+    return fail(out, TOOLCALL_ERR_STRAY_CLOSE, close, "%s at byte %zu without a %s before it", syntax->close, close,
+                syntax->open);
   size_t text_end = open;
   while (text_end > begin && is_space((unsigned char)text[text_end - 1])) text_end--;
   out->text = text + begin;
@@ -365,7 +377,13 @@ ToolCallKind toolcall_parse(const char *text, size_t len, ToolCallParse *out) {
     out->kind = TOOLCALL_MESSAGE;
     return TOOLCALL_MESSAGE;
   }
-  return parse_call(out, text, end, open);
+  return syntax->parse_call(out, text, end, open);
+}
+
+static const TurnSyntax JSON_SYNTAX = {OPEN_TAG, CLOSE_TAG, "<end_of_turn>", OPEN_LEN, CLOSE_LEN, parse_call};
+
+ToolCallKind toolcall_parse(const char *text, size_t len, ToolCallParse *out) {
+  return parse_turn(&JSON_SYNTAX, text, len, out);
 }
 
 // ----------------------------------------------------------------------------
@@ -649,41 +667,10 @@ static ToolCallKind parse_call_gemma4(ToolCallParse *out, const char *text, size
   return TOOLCALL_TOOL_CALL;
 }
 
+static const TurnSyntax GEMMA4_SYNTAX = {G4_OPEN, G4_CLOSE, "<turn|>", G4_OPEN_LEN, G4_CLOSE_LEN, parse_call_gemma4};
+
 ToolCallKind toolcall_parse_gemma4(const char *text, size_t len, ToolCallParse *out) {
-  memset(out, 0, sizeof *out);
-  out->text = text;
-  if (len > TOOLCALL_MAX_TEXT_BYTES)
-    return fail(out, TOOLCALL_ERR_TOO_LONG, TOOLCALL_MAX_TEXT_BYTES, "the turn has %zu bytes; the limit is %d", len,
-                TOOLCALL_MAX_TEXT_BYTES);
-  if (!text) len = 0, text = "";
-  out->text = text;
-  const char *nul = memchr(text, 0, len);
-  if (nul) return fail(out, TOOLCALL_ERR_NUL_BYTE, (size_t)(nul - text), "NUL byte at byte %zu", (size_t)(nul - text));
-  size_t bad = utf8_first_invalid(text, len);
-  if (bad < len) return fail(out, TOOLCALL_ERR_INVALID_UTF8, bad, "invalid UTF-8 at byte %zu", bad);
-  size_t begin = 0, end = len;
-  for (;;) {
-    while (end > begin && is_space((unsigned char)text[end - 1])) end--;
-    if (ends_with(text + begin, end - begin, "<turn|>")) end -= strlen("<turn|>");
-    else if (ends_with(text + begin, end - begin, "<eos>")) end -= strlen("<eos>");
-    else break;
-  }
-  while (begin < end && is_space((unsigned char)text[begin])) begin++;
-  size_t open = find(text, end, begin, G4_OPEN, G4_OPEN_LEN);
-  size_t close = find(text, open, begin, G4_CLOSE, G4_CLOSE_LEN);
-  if (close < open)
-    return fail(out, TOOLCALL_ERR_STRAY_CLOSE, close, "<tool_call|> at byte %zu without a <|tool_call> before it",
-                close);
-  size_t text_end = open;
-  while (text_end > begin && is_space((unsigned char)text[text_end - 1])) text_end--;
-  out->text = text + begin;
-  out->text_len = text_end - begin;
-  if (open == end) {
-    if (begin == end) return fail(out, TOOLCALL_ERR_EMPTY, 0, "the turn is empty");
-    out->kind = TOOLCALL_MESSAGE;
-    return TOOLCALL_MESSAGE;
-  }
-  return parse_call_gemma4(out, text, end, open);
+  return parse_turn(&GEMMA4_SYNTAX, text, len, out);
 }
 
 // ----------------------------------------------------------------------------
@@ -697,67 +684,45 @@ static int key_is_bare(const char *key) {
   return 1;
 }
 
-typedef struct {
-  char *data;
-  size_t len, cap;
-} G4Text;
+static int g4_render_value(TextBuf *t, const cJSON *v, int depth, FimiError *err);
 
-static int g4_put(G4Text *t, const char *s, size_t n, FimiError *err) {
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = t->cap ? t->cap : 128;
-    while (cap < t->len + n + 1) cap *= 2;
-    char *data = realloc(t->data, cap);
-    if (!data) return fimi_fail(err, "out of memory (%zu bytes)", cap);
-    t->data = data;
-    t->cap = cap;
-  }
-  memcpy(t->data + t->len, s, n);
-  t->len += n;
-  t->data[t->len] = '\0';
-  return 0;
-}
-
-static int g4_put_str(G4Text *t, const char *s, FimiError *err) { return g4_put(t, s, strlen(s), err); }
-
-static int g4_render_value(G4Text *t, const cJSON *v, int depth, FimiError *err);
-
-static int g4_render_members(G4Text *t, const cJSON *obj, int depth, FimiError *err) {
-  if (g4_put_str(t, "{", err) != 0) return -1;
+static int g4_render_members(TextBuf *t, const cJSON *obj, int depth, FimiError *err) {
+  if (text_append_str(t, "{", err) != 0) return -1;
   for (const cJSON *c = obj->child; c; c = c->next) {
     if (!key_is_bare(c->string))
       return fimi_fail(err, "Gemma 4 call syntax: key \"%.40s\" is not bare ([A-Za-z0-9_.-], 1-%d characters)",
                        c->string ? c->string : "", TOOLCALL_MAX_NAME_BYTES);
-    if ((c != obj->child && g4_put_str(t, ",", err) != 0) || g4_put_str(t, c->string, err) != 0 ||
-        g4_put_str(t, ":", err) != 0 || g4_render_value(t, c, depth + 1, err) != 0)
+    if ((c != obj->child && text_append_str(t, ",", err) != 0) || text_append_str(t, c->string, err) != 0 ||
+        text_append_str(t, ":", err) != 0 || g4_render_value(t, c, depth + 1, err) != 0)
       return -1;
   }
-  return g4_put_str(t, "}", err);
+  return text_append_str(t, "}", err);
 }
 
-static int g4_render_value(G4Text *t, const cJSON *v, int depth, FimiError *err) {
+static int g4_render_value(TextBuf *t, const cJSON *v, int depth, FimiError *err) {
   if (depth > TOOLCALL_MAX_DEPTH) return fimi_fail(err, "Gemma 4 call syntax: nested deeper than %d", TOOLCALL_MAX_DEPTH);
   if (cJSON_IsString(v)) {
     if (strstr(v->valuestring, G4_QUOTE))
       return fimi_fail(err, "Gemma 4 call syntax: a string holds <|\"|>, which cannot be quoted");
-    return g4_put_str(t, G4_QUOTE, err) || g4_put_str(t, v->valuestring, err) || g4_put_str(t, G4_QUOTE, err) ? -1 : 0;
+    return text_append_str(t, G4_QUOTE, err) || text_append_str(t, v->valuestring, err) || text_append_str(t, G4_QUOTE, err) ? -1 : 0;
   }
   if (cJSON_IsObject(v)) return g4_render_members(t, v, depth, err);
   if (cJSON_IsArray(v)) {
-    if (g4_put_str(t, "[", err) != 0) return -1;
+    if (text_append_str(t, "[", err) != 0) return -1;
     for (const cJSON *c = v->child; c; c = c->next)
-      if ((c != v->child && g4_put_str(t, ",", err) != 0) || g4_render_value(t, c, depth + 1, err) != 0) return -1;
-    return g4_put_str(t, "]", err);
+      if ((c != v->child && text_append_str(t, ",", err) != 0) || g4_render_value(t, c, depth + 1, err) != 0) return -1;
+    return text_append_str(t, "]", err);
   }
-  if (cJSON_IsTrue(v)) return g4_put_str(t, "true", err);
-  if (cJSON_IsFalse(v)) return g4_put_str(t, "false", err);
-  if (cJSON_IsNull(v)) return g4_put_str(t, "null", err);
+  if (cJSON_IsTrue(v)) return text_append_str(t, "true", err);
+  if (cJSON_IsFalse(v)) return text_append_str(t, "false", err);
+  if (cJSON_IsNull(v)) return text_append_str(t, "null", err);
   if (cJSON_IsNumber(v)) {
     if (!isfinite(v->valuedouble)) return fimi_fail(err, "Gemma 4 call syntax: a number is not finite");
     cJSON *copy = cJSON_CreateNumber(v->valuedouble);
     char *s = copy ? cJSON_PrintUnformatted(copy) : NULL;
     cJSON_Delete(copy);
     if (!s) return fimi_fail(err, "out of memory printing a number");
-    int rc = g4_put_str(t, s, err);
+    int rc = text_append_str(t, s, err);
     cJSON_free(s);
     return rc;
   }
@@ -767,9 +732,9 @@ static int g4_render_value(G4Text *t, const cJSON *v, int depth, FimiError *err)
 // prefix + word + ":" + name + members + suffix; malloc'd or NULL with err.
 static char *g4_render(const char *prefix, const char *word, const char *name, const cJSON *obj, const char *suffix,
                        FimiError *err) {
-  G4Text t = {0};
-  if (g4_put_str(&t, prefix, err) != 0 || g4_put_str(&t, word, err) != 0 || g4_put_str(&t, ":", err) != 0 ||
-      g4_put_str(&t, name, err) != 0 || g4_render_members(&t, obj, 1, err) != 0 || g4_put_str(&t, suffix, err) != 0) {
+  TextBuf t = {0};
+  if (text_append_str(&t, prefix, err) != 0 || text_append_str(&t, word, err) != 0 || text_append_str(&t, ":", err) != 0 ||
+      text_append_str(&t, name, err) != 0 || g4_render_members(&t, obj, 1, err) != 0 || text_append_str(&t, suffix, err) != 0) {
     free(t.data);
     return NULL;
   }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/text.h"
 #include "data/toolcall.h"
 #include "env/bank/tools.h"
 
@@ -49,44 +50,24 @@ static char *dup_text(const char *s, FimiError *err) {
   return copy;
 }
 
-// A growing text buffer for the oracle's messages.
-typedef struct Text {
-  char *data;
-  size_t len, cap;
-} Text;
-
-static int text_add(Text *t, const char *s) {
-  size_t n = strlen(s);
-  if (t->len + n + 1 > t->cap) {
-    size_t cap = (t->len + n + 1) * 2;
-    char *bigger = realloc(t->data, cap);
-    if (!bigger) return -1;
-    t->data = bigger;
-    t->cap = cap;
-  }
-  memcpy(t->data + t->len, s, n + 1);
-  t->len += n;
-  return 0;
-}
-
 static char *oracle_summary(EnvEpisode *ep, FimiError *err) {
   const Task *t = env_episode_task(ep);
-  Text out = {0};
-  int bad = text_add(&out, "Summary:");
+  TextBuf out = {0};
+  int bad = text_append_str(&out, "Summary:", NULL);
   for (int i = 0; i < t->num_communicate; i++) {
-    bad |= text_add(&out, " ");
-    bad |= text_add(&out, t->communicate[i].name);
-    bad |= text_add(&out, " ");
-    bad |= text_add(&out, env_episode_value(ep, i));
-    bad |= text_add(&out, ";");
+    bad |= text_append_str(&out, " ", NULL);
+    bad |= text_append_str(&out, t->communicate[i].name, NULL);
+    bad |= text_append_str(&out, " ", NULL);
+    bad |= text_append_str(&out, env_episode_value(ep, i), NULL);
+    bad |= text_append_str(&out, ";", NULL);
   }
   for (int i = 0; i < t->num_assertions; i++)
     if (t->assertions[i].rule == TASK_RULE_MENTIONS_ANY) {
-      bad |= text_add(&out, " ");
-      bad |= text_add(&out, t->assertions[i].args[0]);
-      bad |= text_add(&out, ".");
+      bad |= text_append_str(&out, " ", NULL);
+      bad |= text_append_str(&out, t->assertions[i].args[0], NULL);
+      bad |= text_append_str(&out, ".", NULL);
     }
-  bad |= text_add(&out, " Thank you for calling Navadhan Bank.");
+  bad |= text_append_str(&out, " Thank you for calling Navadhan Bank.", NULL);
   if (bad) {
     free(out.data);
     fimi_fail(err, "agent: out of memory");

@@ -5,11 +5,11 @@
 #include "env/episode.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "data/toolcall.h"
 #include "env/bank/tools.h"
 #include "env/knowledge.h"
@@ -436,32 +436,6 @@ int env_step(EnvEpisode *ep, const char *turn, size_t len, EnvObservation *obs, 
 
 // ---- state digest ----------------------------------------------------------
 
-typedef struct Text_ {
-  char *data;
-  size_t len, cap;
-} Text_;
-
-// Appends printf-style text; returns 1 on failure (so callers can OR them).
-static int text_printf(Text_ *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0) return 1;
-  if (t->len + (size_t)n + 1 > t->cap) {
-    size_t cap = (t->len + (size_t)n + 1) * 2;
-    char *bigger = realloc(t->data, cap);
-    if (!bigger) return 1;
-    t->data = bigger;
-    t->cap = cap;
-  }
-  va_start(ap, fmt);
-  vsnprintf(t->data + t->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  t->len += (size_t)n;
-  return 0;
-}
-
 static uint64_t mix64(uint64_t x) {
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ULL;
@@ -543,25 +517,25 @@ static int is_free_text_column(const char *table, const char *column) {
 // count(*) FROM "name" UNION ALL ..." in name order, built from the schema
 // (free-text columns left out).
 static char *digest_sql(sqlite3 *db, FimiError *err) {
-  Text_ out = {0};
+  TextBuf out = {0};
   sqlite3_stmt *tables = NULL, *cols = NULL;
   int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
                                   " ORDER BY name", -1, &tables, NULL);
   int bad = rc != SQLITE_OK;
   while (!bad && sqlite3_step(tables) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(tables, 0);
-    bad |= text_printf(&out, "%sSELECT '%s', fimi_row_sum(", out.len ? " UNION ALL " : "", name);
+    bad |= text_printf(&out, NULL, "%sSELECT '%s', fimi_row_sum(", out.len ? " UNION ALL " : "", name);
     bad |= sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info(?) ORDER BY cid", -1, &cols, NULL) != SQLITE_OK;
     if (bad) break;
     sqlite3_bind_text(cols, 1, name, -1, SQLITE_TRANSIENT);
     for (int k = 0; sqlite3_step(cols) == SQLITE_ROW;) {
       const char *column = (const char *)sqlite3_column_text(cols, 0);
       if (is_free_text_column(name, column)) continue;
-      bad |= text_printf(&out, "%s\"%s\"", k++ ? ", " : "", column);
+      bad |= text_printf(&out, NULL, "%s\"%s\"", k++ ? ", " : "", column);
     }
     sqlite3_finalize(cols);
     cols = NULL;
-    bad |= text_printf(&out, "), count(*) FROM \"%s\"", name);
+    bad |= text_printf(&out, NULL, "), count(*) FROM \"%s\"", name);
   }
   sqlite3_finalize(tables);
   if (bad || !out.data) {
@@ -672,8 +646,8 @@ static DigestBase *digest_base_build(BankEpisode *view, FimiError *err) {
     memset(t, 0, sizeof *t);
     base->count++;
     const char *name = (const char *)sqlite3_column_text(stmt, 0);
-    Text_ n = {0}, q = {0};
-    bad |= text_printf(&n, "%s", name);
+    TextBuf n = {0}, q = {0};
+    bad |= text_printf(&n, NULL, "%s", name);
     t->name = n.data;
     t->sum = (uint64_t)sqlite3_column_int64(stmt, 1);
     t->count = (uint64_t)sqlite3_column_int64(stmt, 2);
@@ -685,7 +659,7 @@ static DigestBase *digest_base_build(BankEpisode *view, FimiError *err) {
     bad |= !start || !end;
     if (!bad) {
       start += strlen("SELECT '") + strlen(name) + strlen("', ");
-      bad |= text_printf(&q, "SELECT %.*s, count(*) FROM \"%s\" WHERE rowid = ?", (int)(end - start), start, name);
+      bad |= text_printf(&q, NULL, "SELECT %.*s, count(*) FROM \"%s\" WHERE rowid = ?", (int)(end - start), start, name);
     }
     t->row_sql = q.data;
   }
