@@ -17,7 +17,7 @@ TARGETS=(
   "fuzz_config_json:config.dict:$dir/seeds/config"
   "fuzz_tokenizer_json:tokenizer.dict:$dir/seeds/tokenizer"
   "fuzz_toolcall:toolcall.dict:tests/fuzz/seeds/toolcall"
-  "fuzz_toolcall_gemma4:$dir/toolcall_gemma4.dict:$dir/seeds/toolcall_gemma4"
+  "fuzz_toolcall_gemma4:toolcall_gemma4.dict:tests/fuzz/seeds/toolcall_gemma4"
   "fuzz_env_tools:env_tools.dict:tests/fuzz/seeds/env_tools"
   "fuzz_mcp:mcp.dict:tests/fuzz/seeds/mcp"
   "fuzz_corpus_manifest:corpus_manifest.dict:tests/fuzz/seeds/corpus_manifest"
@@ -29,24 +29,12 @@ CC=clang cmake -S . -B "$dir" -DFIMI_FUZZ=ON -DFIMI_TESTS=ON -DFIMI_CUDA=OFF >/d
 cmake --build "$dir" -j"$jobs" --target "${names[@]}"
 [ "$seconds" = --build-only ] && exit 0
 python3 tests/fuzz/make_corpus.py "$dir/seeds" >/dev/null
-# Gemma 4's call syntax: its dictionary and seeds are written here.
-mkdir -p "$dir/seeds/toolcall_gemma4"
-printf '%s\n' '"<|tool_call>"' '"<tool_call|>"' '"<|\"|>"' '"call:"' '"<turn|>"' '"<eos>"' '"true"' '"false"' \
-  '"null"' '"{"' '"}"' '"["' '"]"' '":"' '","' '"1e5"' '"-0.5"' >"$dir/toolcall_gemma4.dict"
-q='<|"|>'
-printf '%s' "<|tool_call>call:get_weather{city:${q}Paris${q},days:5}<tool_call|>" >"$dir/seeds/toolcall_gemma4/call"
-printf '%s' "Let me check.
-<|tool_call>call:f{o:{a:[1,-2.5e3,true,null],s:${q}<tool_call|>${q}}}<tool_call|><turn|>" \
-  >"$dir/seeds/toolcall_gemma4/nested"
-printf '%s' "Hello there.<turn|>" >"$dir/seeds/toolcall_gemma4/message"
-printf '%s' "<|tool_call>call:f{k:1,k:2}<tool_call|><|tool_call>call:g{}<tool_call|>" >"$dir/seeds/toolcall_gemma4/two"
 mkdir -p "$dir/artifacts"
 fuzz_one() {  # fuzz_one ENTRY: one target for $seconds; its log in $dir/TARGET.log
   local target dict seeds
   IFS=: read -r target dict seeds <<<"$1"
-  [[ $dict == */* ]] || dict="tests/fuzz/$dict"  # a bare name is a committed dictionary
   mkdir -p "$dir/corpus/$target"
-  if "$dir/tests/fuzz/$target" -max_total_time="$seconds" -dict="$dict" \
+  if "$dir/tests/fuzz/$target" -max_total_time="$seconds" -dict="tests/fuzz/$dict" \
     -artifact_prefix="$dir/artifacts/$target-" "$dir/corpus/$target" "$seeds" 2>"$dir/$target.log"; then
     echo "fuzz smoke $target: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$dir/$target.log" || echo "no summary")"
   else
