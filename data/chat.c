@@ -412,6 +412,14 @@ ToolCallKind chat_parse_model_turn(const ChatBuilder *b, const char *text, size_
   return toolcall_parse(text, len, out);
 }
 
+int chat_require_json_tools(const ChatBuilder *b, const char *who, FimiError *err) {
+  if (b->format == CHAT_FORMAT_GEMMA3) return 0;
+  return fimi_fail(err, "%s: the tokenizer has Gemma 4's turn tokens, and %s reads tool calls only in fimi's JSON "
+                        "format (<start_of_turn>, <tool_call>{...}</tool_call>); Gemma 4's native calls are "
+                        "rendered and parsed by fimi data tokenize (docs/chat-format.md section 10)",
+                   who, who);
+}
+
 // ----------------------------------------------------------------------------
 // messages JSON
 

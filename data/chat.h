@@ -122,6 +122,11 @@ char *chat_render_call(const ChatBuilder *b, const char *name, const cJSON *argu
 char *chat_render_result(const ChatBuilder *b, const char *name, const cJSON *result, FimiError *err);
 char *chat_render_error(const ChatBuilder *b, const char *name, const char *message, FimiError *err);
 ToolCallKind chat_parse_model_turn(const ChatBuilder *b, const char *text, size_t len, ToolCallParse *out);
+
+// The environment, rollouts and DPO pairs exchange tool calls in fimi's
+// JSON syntax (section 8 of docs/chat-format.md): who refuses a Gemma 4
+// builder with this error instead of parsing its native calls as messages.
+int chat_require_json_tools(const ChatBuilder *b, const char *who, FimiError *err);
 // Gemma 4's system turn: instructions, then one <|tool>declaration:...<tool|>
 // per tool (names checked as chat_tool_catalog_text does). Malloc'd.
 char *chat_system_text_gemma4(const char *instructions, const cJSON *tools, FimiError *err);

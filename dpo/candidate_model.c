@@ -73,6 +73,10 @@ int dpo_model_candidate_init(DpoModelCandidate *m, DpoDecoder decoder, const Tok
     rc = fimi_fail(err, "candidate: the tokenizer has %d tokens, the model's vocabulary %d",
                    (int)tokenizer_vocab_size(tok), decoder.vocab_size);
   else if (chat_init(&m->chat, tok, err) != 0) rc = -1;
+  else if (chat_require_json_tools(&m->chat, "dpo pairs", err) != 0) {
+    chat_free(&m->chat);
+    rc = -1;
+  }
   else if (!(m->logits = fimi_malloc(sizeof(float) * (size_t)decoder.vocab_size, err))) {
     chat_free(&m->chat);
     rc = -1;

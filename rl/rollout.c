@@ -557,7 +557,7 @@ static int engine_init(Engine *e, FimiError *err) {
     s->turn = malloc((size_t)c->max_turn_tokens * sizeof *s->turn);
     s->turn_logp = malloc((size_t)c->max_turn_tokens * sizeof *s->turn_logp);
     if (!s->turn || !s->turn_logp) return fimi_fail(err, "rollout: out of memory");
-    if (chat_init(&s->chat, e->tok, err) != 0) return -1;
+    if (chat_init(&s->chat, e->tok, err) != 0 || chat_require_json_tools(&s->chat, "rollout", err) != 0) return -1;
   }
   return 0;
 }
