@@ -420,15 +420,16 @@ static char *render_named(const char *name, const char *key, const cJSON *value,
   return s;
 }
 
+// A call both syntaxes can render: a valid name and an object of arguments.
+static int check_call_parts(const char *name, const cJSON *arguments, FimiError *err) {
+  if (!name || !toolcall_name_is_valid(name, strlen(name)))
+    return fimi_fail(err, "tool call: \"%.80s\" is not a valid tool name", name ? name : "(null)");
+  if (!cJSON_IsObject(arguments)) return fimi_fail(err, "tool call %s: arguments must be a JSON object", name);
+  return 0;
+}
+
 char *toolcall_render_call(const char *name, const cJSON *arguments, FimiError *err) {
-  if (!name || !toolcall_name_is_valid(name, strlen(name))) {
-    fimi_fail(err, "tool call: \"%.80s\" is not a valid tool name", name ? name : "(null)");
-    return NULL;
-  }
-  if (!cJSON_IsObject(arguments)) {
-    fimi_fail(err, "tool call %s: arguments must be a JSON object", name);
-    return NULL;
-  }
+  if (check_call_parts(name, arguments, err) != 0) return NULL;
   return render_named(name, "arguments", arguments, OPEN_TAG, CLOSE_TAG, err);
 }
 
@@ -742,14 +743,7 @@ static char *g4_render(const char *prefix, const char *word, const char *name, c
 }
 
 char *toolcall_render_call_gemma4(const char *name, const cJSON *arguments, FimiError *err) {
-  if (!name || !toolcall_name_is_valid(name, strlen(name))) {
-    fimi_fail(err, "tool call: \"%.80s\" is not a valid tool name", name ? name : "(null)");
-    return NULL;
-  }
-  if (!cJSON_IsObject(arguments)) {
-    fimi_fail(err, "tool call %s: arguments must be a JSON object", name);
-    return NULL;
-  }
+  if (check_call_parts(name, arguments, err) != 0) return NULL;
   char *s = g4_render(G4_OPEN, "call", name, arguments, G4_CLOSE, err);
   if (!s) fimi_fail_wrap(err, "tool call %s", name);
   return s;
