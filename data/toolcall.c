@@ -781,16 +781,13 @@ char *toolcall_render_error_gemma4(const char *name, const char *message, FimiEr
   if (!message) message = "";
   char *clean = fimi_malloc(strlen(message) + 1, err);
   if (!clean) return NULL;
-  size_t n = 0;
-  for (const char *p = message; *p;) {
-    if (strncmp(p, G4_QUOTE, G4_QUOTE_LEN) == 0) {
-      clean[n++] = '"';
-      p += G4_QUOTE_LEN;
-    } else {
-      clean[n++] = *p++;
-    }
+  strcpy(clean, message);
+  // Replacing one quote can join its neighbours into a new one ("<|<|\"|>|>"):
+  // repeat until none is left (each pass shortens the text).
+  for (char *q; (q = strstr(clean, G4_QUOTE)) != NULL;) {
+    *q = '"';
+    memmove(q + 1, q + G4_QUOTE_LEN, strlen(q + G4_QUOTE_LEN) + 1);
   }
-  clean[n] = '\0';
   cJSON *text = cJSON_CreateString(clean);
   free(clean);
   if (!text) {
