@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "kernels/ops.h"
 #include "optim/adamw.h"
 
@@ -182,3 +183,5 @@ int adamw_set_step(AdamW *opt, int64_t step, FimiError *err) {
   opt->step = step;
   return 0;
 }
+
+uint64_t adamw_rounding_seed(uint64_t train_seed, int64_t step) { return rng_mix(train_seed, (uint64_t)step); }

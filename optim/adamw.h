@@ -58,6 +58,12 @@ void adamw_decay_rules_default(AdamWDecayRules *rules);
 // "embed" (embed_tokens, embed_tokens_per_layer); biases (".bias") never decay.
 int adamw_name_decays(const char *name, int is_norm, const AdamWDecayRules *rules);
 
+// The seed of update t's stochastic rounding of a bf16 working copy (the GPU
+// optimizers: train/state_cuda.h, parallel/zero3_cuda.h). adamw_update_cuda
+// draws element e's bits from (this seed, e's flat index in the model), so a
+// whole model and its ZeRO-3 shards round alike.
+uint64_t adamw_rounding_seed(uint64_t train_seed, int64_t step);
+
 typedef struct AdamWBuffer {
   char name[ADAMW_NAME_MAX];  // prefix of its state arrays, e.g. "layers.3"
   float *param;               // (numel) fp32 master weights, caller's

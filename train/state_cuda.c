@@ -12,21 +12,6 @@
 #include "kernels/cuda/ops_cuda.h"
 #include "optim/clip.h"
 
-// splitmix64's finalizer: a bijective mix of 64 bits.
-static uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// adamw_update_cuda draws element i's bits from hash(seed, i), i counted from
-// the start of the call: each range of each step gets its own seed, so no two
-// elements of a run share a stream position.
-uint64_t cuda_train_rounding_seed(uint64_t seed, int64_t step, size_t offset) {
-  return mix64(mix64(mix64(seed) ^ (uint64_t)step) ^ (uint64_t)offset);
-}
-
 // Flat element offset of parameter buffer b (0 = globals, 1 + l = layer l).
 static size_t buffer_offset(const GemmaCudaModel *gpu, int b) {
   return b == 0 ? 0 : gpu->globals_numel + (size_t)(b - 1) * gpu->layer_numel;
@@ -160,7 +145,7 @@ static int cuda_clip_step(void *ctx, double lr, double max_norm, int update, Cli
                     .weight_decay = g->decay ? c->weight_decay : 0.0, .step = (long)t, .grad_scale = out->scale};
     size_t o = g->offset;
     adamw_update_cuda(gpu->ctx, s->master + o, s->exp_avg + o, s->exp_avg_sq + o, gpu->grads + o, gpu->params + o,
-                      g->size, &st, cuda_train_rounding_seed(s->seed, t, o));
+                      g->size, &st, adamw_rounding_seed(s->seed, t), o);
   }
   s->mirror.step = t;
   if (cuda_context_sync(gpu->ctx, err) != 0) return fimi_fail_wrap(err, "adamw step %lld", (long long)t);
@@ -193,7 +178,7 @@ static void restore_working_copy(CudaTrainState *s, int64_t t) {
   for (int r = 0; r < s->num_ranges; r++) {
     size_t o = s->ranges[r].offset;
     round_bf16_stochastic_cuda(gpu->ctx, gpu->params + o, s->master + o, s->ranges[r].size,
-                               cuda_train_rounding_seed(s->seed, t, o));
+                               adamw_rounding_seed(s->seed, t), o);
   }
 }
 

@@ -15,8 +15,9 @@
 // gradients (one double), clip_from_sumsq as on the CPU, then one
 // adamw_update_cuda per decay range (train_state_buffer_ranges: the CPU's
 // ranges and decay rules), which also writes the bf16 working copy with
-// stochastic rounding (random bits from (train.seed, step, range offset), so
-// a run is reproducible on one GPU and build).
+// stochastic rounding (random bits from adamw_rounding_seed(train.seed,
+// step) and each element's flat index, so a run is reproducible on one GPU
+// and build, and equal to a ZeRO-3 run's bits: parallel/zero3_cuda.h).
 // Checkpoints: gather downloads the masters (exact fp32) into the host model
 // and the moments into the mirror, whose state arrays have the CPU
 // optimizer's names and shapes, so the loop writes the same files as a CPU
@@ -66,8 +67,6 @@ int cuda_train_state_init(CudaTrainState *s, GemmaCudaModel *gpu, GemmaModel *ho
 void cuda_train_state_free(CudaTrainState *s);
 // Makes ts a TrainState running on s (rank 0 of 1; ts->model = s->host).
 void cuda_train_state_attach(TrainState *ts, CudaTrainState *s);
-// The seed of one adamw_update_cuda call (step t >= 1, flat range offset).
-uint64_t cuda_train_rounding_seed(uint64_t seed, int64_t step, size_t offset);
 
 #endif  // FIMI_HAVE_CUDA
 #endif

@@ -265,7 +265,7 @@ static void bench_adamw(CudaContext *ctx) {
     // moves: read param, m, v, grad (16 B), write param, m, v (12 B) and the
     // bf16 copy (2 B): 30 B per element.
     const double bytes = 30.0 * (double)n;
-    TIME_OP(ms, 1, 10, adamw_update_cuda(ctx, param, m, v, grad, param_bf16, n, &step, 1234 + (uint64_t)s));
+    TIME_OP(ms, 1, 10, adamw_update_cuda(ctx, param, m, v, grad, param_bf16, n, &step, 1234 + (uint64_t)s, 0));
     report_gbps("bench_adamw_update", shape, ms, bytes);
   }
   if (wanted("sum_squares")) {

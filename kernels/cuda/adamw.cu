@@ -67,7 +67,9 @@ __device__ __forceinline__ void adamw_element(float *p, float *m, float *v, floa
 }
 
 // The bf16 working copy of element i: stochastic rounding with 16 random bits
-// from hash(seed, i), so the bits depend on (seed, i) only.
+// from hash(seed, i), so the bits depend on (seed, i) only. Callers pass i
+// counted from index0 (the element's index in a larger buffer), so a buffer
+// updated in pieces (ZeRO-3 shards) gets the bits it gets updated whole.
 __device__ __forceinline__ __nv_bfloat16 working_copy(float p, uint64_t seed, size_t i) {
   return float_to_bf16_stochastic(p, (uint32_t)hash_u64(seed, (uint64_t)i));
 }
@@ -76,7 +78,7 @@ __device__ __forceinline__ __nv_bfloat16 working_copy(float p, uint64_t seed, si
 // bf16_param (n) or NULL.
 __global__ void __launch_bounds__(ADAMW_THREADS)
     adamw_scalar_kernel(float *param, float *m, float *v, const float *grad, __nv_bfloat16 *bf16_param, size_t begin,
-                        size_t n, AdamWScalars s, uint64_t seed) {
+                        size_t n, AdamWScalars s, uint64_t seed, size_t index0) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = begin + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     float p = param[i], mi = m[i], vi = v[i];
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
     param[i] = p;
     m[i] = mi;
     v[i] = vi;
-    if (bf16_param) bf16_param[i] = working_copy(p, seed, i);
+    if (bf16_param) bf16_param[i] = working_copy(p, seed, index0 + i);
   }
 }
 
@@ -93,7 +95,7 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
 // random bits as the scalar kernel.
 __global__ void __launch_bounds__(ADAMW_THREADS)
     adamw_vec4_kernel(float4 *param, float4 *m, float4 *v, const float4 *grad, __nv_bfloat16 *bf16_param, size_t n4,
-                      AdamWScalars s, uint64_t seed) {
+                      AdamWScalars s, uint64_t seed, size_t index0) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x; j < n4; j += stride) {
     float4 p = param[j], mj = m[j], vj = v[j], g = grad[j];
@@ -105,7 +107,7 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
     m[j] = mj;
     v[j] = vj;
     if (bf16_param) {
-      size_t i = 4 * j;
+      size_t i = index0 + 4 * j;
       // little-endian: the element at the lower address is the low half
       uint2 packed;
       packed.x = (uint32_t)__bfloat16_as_ushort(working_copy(p.x, seed, i)) |
@@ -117,27 +119,29 @@ __global__ void __launch_bounds__(ADAMW_THREADS)
   }
 }
 
-// out[i] = working_copy(in[i], seed, i) for i in [0, n): the rounding alone,
-// with the bits adamw_update_cuda's kernels give element i.
+// out[i] = working_copy(in[i], seed, index0 + i) for i in [0, n): the
+// rounding alone, with the bits adamw_update_cuda's kernels give element i.
 __global__ void __launch_bounds__(ADAMW_THREADS)
-    round_stochastic_kernel(__nv_bfloat16 *out, const float *in, size_t n, uint64_t seed) {
+    round_stochastic_kernel(__nv_bfloat16 *out, const float *in, size_t n, uint64_t seed, size_t index0) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = working_copy(in[i], seed, i);
+    out[i] = working_copy(in[i], seed, index0 + i);
 }
 
 static int aligned_to(const void *p, uintptr_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
-extern "C" void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed) {
+extern "C" void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed,
+                                           size_t index0) {
   if (n == 0) return;
   round_stochastic_kernel<<<grid_stride_blocks(ctx, n, ADAMW_THREADS), ADAMW_THREADS, 0, ctx->stream>>>(
-      (__nv_bfloat16 *)out, in, n, seed);
+      (__nv_bfloat16 *)out, in, n, seed, index0);
   cuda_check_launch();
 }
 
 // param, m, v (n) fp32 updated in place; grad (n) fp32; bf16_param (n) or NULL
 extern "C" void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const float *grad,
-                                  bf16 *bf16_param, size_t n, const AdamWStep *step, uint64_t seed) {
+                                  bf16 *bf16_param, size_t n, const AdamWStep *step, uint64_t seed,
+                                  size_t index0) {
   if (n == 0) return;
   // Python-float arithmetic of torch's _single_tensor_adam, in double, then
   // fp32 where torch hands a scalar to an fp32 tensor op (as kernels/cpu/adamw.c).
@@ -161,13 +165,13 @@ extern "C" void adamw_update_cuda(CudaContext *ctx, float *param, float *m, floa
   if (vec && n >= 4) {
     size_t n4 = n / 4;
     adamw_vec4_kernel<<<grid_stride_blocks(ctx, n4, ADAMW_THREADS), ADAMW_THREADS, 0, ctx->stream>>>(
-        (float4 *)param, (float4 *)m, (float4 *)v, (const float4 *)grad, out16, n4, s, seed);
+        (float4 *)param, (float4 *)m, (float4 *)v, (const float4 *)grad, out16, n4, s, seed, index0);
     cuda_check_launch();
     done = 4 * n4;
   }
   if (done < n) {
     adamw_scalar_kernel<<<grid_stride_blocks(ctx, n - done, ADAMW_THREADS), ADAMW_THREADS, 0, ctx->stream>>>(
-        param, m, v, grad, out16, done, n, s, seed);
+        param, m, v, grad, out16, done, n, s, seed, index0);
     cuda_check_launch();
   }
 }

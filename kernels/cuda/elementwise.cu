@@ -1,6 +1,8 @@
 // kernels/cuda/elementwise.cu: casts and the residual add on the GPU.
 // Defines cast_f32_to_bf16_cuda, cast_bf16_to_f32_cuda and residual_add_cuda
-// (kernels/cuda/ops_cuda.h).
+// (kernels/cuda/ops_cuda.h), and the double accumulator ZeRO-3's gradient
+// owners use: accumulate_f64_cuda and cast_f64_to_f32_cuda (plain grid-stride
+// loops: they touch one shard once per layer and micro-batch).
 //
 // Memory-bound: each thread moves 128 bits per load (8 bf16 or 4 fp32) when
 // every pointer is 16-byte aligned, in a grid-stride loop; the last n % 8
@@ -117,4 +119,28 @@ extern "C" void residual_add_cuda(CudaContext *ctx, bf16 *out, const bf16 *a, co
                                  ctx->stream>>>(as_nv(out), as_nv(a), as_nv(b), nvec * 8, n);
     cuda_check_launch();
   }
+}
+
+// acc[i] += (double)x[i]: one IEEE double add per element, the host's result.
+__global__ void __launch_bounds__(ELEMWISE_THREADS) accumulate_f64_kernel(double *acc, const float *x, size_t n) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    acc[i] = __dadd_rn(acc[i], (double)x[i]);
+}
+
+__global__ void __launch_bounds__(ELEMWISE_THREADS) cast_f64_to_f32_kernel(float *out, const double *in, size_t n) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = __double2float_rn(in[i]);
+}
+
+extern "C" void accumulate_f64_cuda(CudaContext *ctx, double *acc, const float *x, size_t n) {
+  if (n == 0) return;
+  accumulate_f64_kernel<<<grid_stride_blocks(ctx, n, ELEMWISE_THREADS), ELEMWISE_THREADS, 0, ctx->stream>>>(acc, x, n);
+  cuda_check_launch();
+}
+
+extern "C" void cast_f64_to_f32_cuda(CudaContext *ctx, float *out, const double *in, size_t n) {
+  if (n == 0) return;
+  cast_f64_to_f32_kernel<<<grid_stride_blocks(ctx, n, ELEMWISE_THREADS), ELEMWISE_THREADS, 0, ctx->stream>>>(out, in, n);
+  cuda_check_launch();
 }

@@ -70,6 +70,11 @@ void cast_f32_to_bf16_cuda(CudaContext *ctx, bf16 *out, const float *inp, size_t
 void cast_bf16_to_f32_cuda(CudaContext *ctx, float *out, const bf16 *inp, size_t n);
 // out = a + b (n). In place allowed.
 void residual_add_cuda(CudaContext *ctx, bf16 *out, const bf16 *a, const bf16 *b, size_t n);
+// acc (n) double += x (n) fp32, one double add per element (a ZeRO-3 shard
+// owner adds every rank's gradient piece in rank order: parallel/zero3_cuda.h).
+void accumulate_f64_cuda(CudaContext *ctx, double *acc, const float *x, size_t n);
+// out (n) fp32 = in (n) double, rounded to nearest even.
+void cast_f64_to_f32_cuda(CudaContext *ctx, float *out, const double *in, size_t n);
 
 // ---- matmul through cuBLASLt (kernels/cuda/matmul.cu) ----
 // out (N, OC) bf16 = inp (N, C) @ weight (OC, C)^T, fp32 compute. The
@@ -192,13 +197,16 @@ void sample_tokens_cuda(CudaContext *ctx, int *out_tokens, const float *logits, 
 // bf16 working copy of param with stochastic rounding: bf16_param (n) gets
 // one of the two bf16 neighbours of the fp32 value, the upper with
 // probability equal to the fraction of the gap (unbiased), random bits from a
-// counter-based hash of (seed, element index). bf16_param may be NULL.
+// counter-based hash of (seed, index0 + i) for element i: index0 is the
+// first element's index in the buffer the caller numbers its elements in, so
+// a buffer updated piece by piece (ZeRO-3 shards) gets the same bits as
+// updated whole. bf16_param may be NULL.
 void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const float *grad, bf16 *bf16_param,
-                       size_t n, const AdamWStep *step, uint64_t seed);
+                       size_t n, const AdamWStep *step, uint64_t seed, size_t index0);
 // out (n) bf16 = in (n) fp32 with the stochastic rounding adamw_update_cuda
-// applies under the same seed (element i: the same random bits), and no update:
-// how a resume rebuilds the working copy an update wrote.
-void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed);
+// applies under the same seed and index0 (element i: the same random bits),
+// and no update: how a resume rebuilds the working copy an update wrote.
+void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed, size_t index0);
 // out (1) double on device = sum of x[i]^2 (n), fixed-order blocks (deterministic).
 void sum_squares_cuda(CudaContext *ctx, double *out, const float *x, size_t n);
 

@@ -18,6 +18,14 @@
 //   within 4 sigma of x, sigma = gap * sqrt(p (1 - p) / n). (4, not 3: the
 //   seed is fixed, so the check is deterministic and a 3-sigma bound would
 //   be a 0.3% chance of a permanently failing correct kernel.)
+// - pieces: a buffer updated in pieces with index0 = each piece's start
+//   (misaligned starts, so the float4 kernel, the scalar tail and the scalar
+//   kernel all meet piece borders) gives bitwise the state and bf16 copy of
+//   the whole update, and round_bf16_stochastic_cuda in pieces the copy that
+//   update wrote (what ZeRO-3 shards rely on); a piece with index0 = 0 does
+//   not (the test could fail);
+// - accumulate_f64_cuda and cast_f64_to_f32_cuda against the host loop
+//   (exact: one double add per element, one rounding).
 // - sum_squares_cuda vs a long double host sum (relative 1e-12: each square
 //   is exact in double, only the summation order differs), n in {0, 1, 5,
 //   1000003}, and a second call gives the same bits;
@@ -122,10 +130,10 @@ static void test_update_vs_cpu(CudaContext *ctx) {
     adamw_update(param, m, v, grad, n, &step);
     GpuTimer timer;
     gpu_timer_start(&timer, ctx);
-    adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, seed);
+    adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, seed, 0);
     ms_total += gpu_timer_stop_ms(&timer, ctx, 1);
     setenv("FIMI_CUDA_SIMPLE", "1", 1);
-    adamw_update_cuda(ctx, s_param, s_m, s_v, d_grad, s_copy, n, &step, seed);
+    adamw_update_cuda(ctx, s_param, s_m, s_v, d_grad, s_copy, n, &step, seed, 0);
     unsetenv("FIMI_CUDA_SIMPLE");
     double e_p = download_rel_error(ctx, d_param, param, n);
     double e_m = download_rel_error(ctx, d_m, m, n);
@@ -184,7 +192,7 @@ static void test_stochastic_rounding(CudaContext *ctx, float x) {
   cuda_fill_bytes(ctx, d_v, 0, n * sizeof(float));
   AdamWStep step = {.lr = 0.0, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0, .step = 1,
                     .grad_scale = 1.0f};
-  adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 12345);
+  adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 12345, 0);
   float *master = host_from_f32(ctx, d_param, n);
   float *copy = host_from_bf16(ctx, d_copy, n);
   size_t changed = 0;
@@ -214,6 +222,99 @@ static void test_stochastic_rounding(CudaContext *ctx, float x) {
   free(host);
   free(master);
   free(copy);
+}
+
+// The update of n elements at once vs in pieces [cut[k], cut[k+1]) with
+// index0 = cut[k]: the same bits everywhere (state and copy), and the
+// rounding alone in pieces equals the copy. With index0 = 0 for every piece
+// the copies must differ (the check can fail).
+static void test_pieces(CudaContext *ctx) {
+  const size_t n = 10007;
+  const size_t cut[] = {0, 3, 1001, 1002, 6000, 10007};
+  const int pieces = (int)(sizeof cut / sizeof cut[0]) - 1;
+  float *param = host_uniform(n, -1.0f, 1.0f, 41), *grad = host_uniform(n, -1.0f, 1.0f, 42);
+  float *w_param = gpu_alloc(n * sizeof(float)), *w_m = gpu_alloc(n * sizeof(float));
+  float *w_v = gpu_alloc(n * sizeof(float)), *d_grad = gpu_alloc(n * sizeof(float));
+  float *p_param = gpu_alloc(n * sizeof(float)), *p_m = gpu_alloc(n * sizeof(float));
+  float *p_v = gpu_alloc(n * sizeof(float));
+  bf16 *w_copy = gpu_poisoned(ctx, n * sizeof(bf16)), *p_copy = gpu_poisoned(ctx, n * sizeof(bf16));
+  bf16 *r_copy = gpu_poisoned(ctx, n * sizeof(bf16)), *z_copy = gpu_poisoned(ctx, n * sizeof(bf16));
+  float *params[2] = {w_param, p_param}, *ms[2] = {w_m, p_m}, *vs[2] = {w_v, p_v};
+  for (int k = 0; k < 2; k++) {
+    cuda_upload_f32(ctx, params[k], param, n);
+    cuda_fill_bytes(ctx, ms[k], 0, n * sizeof(float));
+    cuda_fill_bytes(ctx, vs[k], 0, n * sizeof(float));
+  }
+  cuda_upload_f32(ctx, d_grad, grad, n);
+  AdamWStep step = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1, .step = 1,
+                    .grad_scale = 1.0f};
+  const uint64_t seed = 777;
+  adamw_update_cuda(ctx, w_param, w_m, w_v, d_grad, w_copy, n, &step, seed, 0);
+  for (int k = 0; k < pieces; k++) {
+    size_t o = cut[k], c = cut[k + 1] - cut[k];
+    adamw_update_cuda(ctx, p_param + o, p_m + o, p_v + o, d_grad + o, p_copy + o, c, &step, seed, o);
+    round_bf16_stochastic_cuda(ctx, r_copy + o, w_param + o, c, seed, o);
+    round_bf16_stochastic_cuda(ctx, z_copy + o, w_param + o, c, seed, 0);
+  }
+  int same = same_device_bits(ctx, w_param, p_param, n * sizeof(float)) &&
+             same_device_bits(ctx, w_m, p_m, n * sizeof(float)) && same_device_bits(ctx, w_v, p_v, n * sizeof(float)) &&
+             same_device_bits(ctx, w_copy, p_copy, (n - 1) * sizeof(bf16)) &&
+             same_device_bits(ctx, w_copy, r_copy, (n - 1) * sizeof(bf16));
+  int zero_differs = !same_device_bits(ctx, w_copy, z_copy, (n - 1) * sizeof(bf16));
+  gpu_report("adamw in pieces == whole (index0)", "n=10007, 5 pieces", same ? 0.0 : 1.0, 0.5, 0.0, 0.0, 0.0);
+  if (!zero_differs) {
+    printf("adamw pieces: rounding every piece from index 0 gave the same copy (the check cannot fail)\n");
+    gpu_failures++;
+  }
+  cuda_free(w_param);
+  cuda_free(w_m);
+  cuda_free(w_v);
+  cuda_free(d_grad);
+  cuda_free(p_param);
+  cuda_free(p_m);
+  cuda_free(p_v);
+  cuda_free(w_copy);
+  cuda_free(p_copy);
+  cuda_free(r_copy);
+  cuda_free(z_copy);
+  free(param);
+  free(grad);
+}
+
+// acc (n) double += x (n), then out = (float)acc: the host loop, bitwise.
+static void test_accumulate_f64(CudaContext *ctx) {
+  const size_t n = 4099;
+  float *x = host_uniform(n, -3.0f, 3.0f, 43), *y = host_uniform(n, -1e-4f, 1e-4f, 44);
+  double *acc = malloc(n * sizeof(double));
+  float *want = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) {
+    acc[i] = (double)x[i] + (double)y[i];
+    want[i] = (float)acc[i];
+  }
+  double *d_acc = gpu_alloc(n * sizeof(double));
+  float *d_x = gpu_alloc(n * sizeof(float)), *d_y = gpu_alloc(n * sizeof(float));
+  float *d_out = gpu_poisoned(ctx, n * sizeof(float));
+  cuda_fill_bytes(ctx, d_acc, 0, n * sizeof(double));
+  cuda_upload_f32(ctx, d_x, x, n);
+  cuda_upload_f32(ctx, d_y, y, n);
+  accumulate_f64_cuda(ctx, d_acc, d_x, n);
+  accumulate_f64_cuda(ctx, d_acc, d_y, n);
+  cast_f64_to_f32_cuda(ctx, d_out, d_acc, n);
+  cuda_download_f32(ctx, got, d_out, n);
+  double *got_acc = malloc(n * sizeof(double));
+  cuda_download_f32(ctx, (float *)got_acc, (const float *)d_acc, 2 * n);
+  int same = memcmp(got, want, n * sizeof(float)) == 0 && memcmp(got_acc, acc, n * sizeof(double)) == 0;
+  gpu_report("accumulate_f64 + cast_f64_to_f32 vs host", "n=4099", same ? 0.0 : 1.0, 0.5, 0.0, 0.0, 0.0);
+  cuda_free(d_acc);
+  cuda_free(d_x);
+  cuda_free(d_y);
+  cuda_free(d_out);
+  free(x);
+  free(y);
+  free(acc);
+  free(want);
+  free(got);
+  free(got_acc);
 }
 
 static void test_sum_squares(CudaContext *ctx, size_t n) {
@@ -260,11 +361,11 @@ static void test_throughput(CudaContext *ctx) {
                     .grad_scale = 0.5f};
   float one = bits_float(0x3C3C3C3Cu);
   float p = one, m = one, v = one;
-  adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 1);  // warm-up
+  adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 1, 0);  // warm-up
   adamw_update(&p, &m, &v, &one, 1, &step);
   GpuTimer t;
   gpu_timer_start(&t, ctx);
-  for (int r = 0; r < GPU_TEST_REPS(reps); r++) adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 2 + r);
+  for (int r = 0; r < GPU_TEST_REPS(reps); r++) adamw_update_cuda(ctx, d_param, d_m, d_v, d_grad, d_copy, n, &step, 2 + r, 0);
   double ms = gpu_timer_stop_ms(&t, ctx, GPU_TEST_REPS(reps));
   for (int r = 0; r < GPU_TEST_REPS(reps); r++) adamw_update(&p, &m, &v, &one, 1, &step);
   // a sample of the result: the first, a middle and the last 4096 elements
@@ -309,6 +410,8 @@ int main(void) {
   test_update_vs_cpu(ctx);
   test_stochastic_rounding(ctx, 1.0f + 0x1p-10f);
   test_stochastic_rounding(ctx, -(1.0f + 3.0f * 0x1p-10f));
+  test_pieces(ctx);
+  test_accumulate_f64(ctx);
   const size_t sizes[] = {0, 1, 5, 1000003};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) test_sum_squares(ctx, sizes[i]);
   test_throughput(ctx);

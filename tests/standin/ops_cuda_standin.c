@@ -259,6 +259,18 @@ void cast_bf16_to_f32_cuda(CudaContext *ctx, float *out, const bf16 *inp, size_t
   for (size_t k = 0; k < n; k++) out[k] = bf16_to_float(inp[k]);
 }
 
+void accumulate_f64_cuda(CudaContext *ctx, double *acc, const float *x, size_t n) {
+  Span o[] = {{acc, n * sizeof(double)}}, i[] = {{x, nb_f32(n)}};
+  check_operands(__func__, o, 1, i, 1, 0);
+  for (size_t k = 0; k < n; k++) acc[k] += (double)x[k];
+}
+
+void cast_f64_to_f32_cuda(CudaContext *ctx, float *out, const double *in, size_t n) {
+  Span o[] = {{out, nb_f32(n)}}, i[] = {{in, n * sizeof(double)}};
+  check_operands(__func__, o, 1, i, 1, 0);
+  for (size_t k = 0; k < n; k++) out[k] = (float)in[k];
+}
+
 void residual_add_cuda(CudaContext *ctx, bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
   Span o[] = {{out, nb_bf16(n)}}, i[] = {{a, nb_bf16(n)}, {b, nb_bf16(n)}};
   check_operands(__func__, o, 1, i, 2, 1);
@@ -647,25 +659,26 @@ static bf16 bf16_stochastic(float x, uint32_t random16) {
   return (bf16)(bits >> 16);
 }
 
-// out (n) = in rounded stochastically, element k with hash(seed, k)'s bits.
-static void round_stochastic(bf16 *out, const float *in, size_t n, uint64_t seed) {
-  for (size_t k = 0; k < n; k++) out[k] = bf16_stochastic(in[k], (uint32_t)hash_u64(seed, (uint64_t)k));
+// out (n) = in rounded stochastically, element k with hash(seed, index0 + k)'s bits.
+static void round_stochastic(bf16 *out, const float *in, size_t n, uint64_t seed, size_t index0) {
+  for (size_t k = 0; k < n; k++) out[k] = bf16_stochastic(in[k], (uint32_t)hash_u64(seed, (uint64_t)(index0 + k)));
 }
 
 void adamw_update_cuda(CudaContext *ctx, float *param, float *m, float *v, const float *grad, bf16 *bf16_param,
-                       size_t n, const AdamWStep *step, uint64_t seed) {
+                       size_t n, const AdamWStep *step, uint64_t seed, size_t index0) {
   Span o[] = {{param, nb_f32(n)}, {m, nb_f32(n)}, {v, nb_f32(n)}, {bf16_param, nb_bf16(n)}};
   Span i[] = {{grad, nb_f32(n)}};
   check_operands(__func__, o, 4, i, 1, 0);
   require_host(step, sizeof *step, __func__);  // passed by pointer, read on the host
   adamw_update(param, m, v, grad, n, step);
-  if (bf16_param) round_stochastic(bf16_param, param, n, seed);
+  if (bf16_param) round_stochastic(bf16_param, param, n, seed, index0);
 }
 
-void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed) {
+void round_bf16_stochastic_cuda(CudaContext *ctx, bf16 *out, const float *in, size_t n, uint64_t seed,
+                                size_t index0) {
   Span o[] = {{out, nb_bf16(n)}}, i[] = {{in, nb_f32(n)}};
   check_operands(__func__, o, 1, i, 1, 0);
-  round_stochastic(out, in, n, seed);
+  round_stochastic(out, in, n, seed, index0);
 }
 
 // Pairwise sum of v (n), n >= 1.
