@@ -295,6 +295,17 @@ static void print_memory_plan(const TrainSetup *t, const GemmaConfig *model, con
            worlds[i], m.total / 1048576.0, m.state / 1048576.0, m.buffers / 1048576.0, m.activations / 1048576.0,
            m.full_model / 1048576.0);
   }
+  printf("  device memory per GPU, ZeRO-3 on the CUDA backend (bf16 weights; docs/distributed.md), recompute %d:\n",
+         t->recompute);
+  for (size_t i = 0; i < sizeof worlds / sizeof worlds[0]; i++) {
+    Zero3Memory m;
+    if (zero3_gpu_memory_estimate(&cfg, worlds[i], tokens, t->recompute, &m, &err) != 0) {
+      printf("    world %d: %s\n", worlds[i], err.message);
+      continue;
+    }
+    printf("    world %2d: %8.1f MiB (shards + globals %.1f, buffers %.1f, activations %.1f)\n", worlds[i],
+           m.total / 1048576.0, m.state / 1048576.0, m.buffers / 1048576.0, m.activations / 1048576.0);
+  }
 }
 
 // DPO with precomputed reference log-probs: add them to the datasets that

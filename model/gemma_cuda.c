@@ -4,8 +4,8 @@
 // of kernels/cuda/ops_cuda.h. Defines GemmaCudaActs and the device memory
 // it carves. Plain C with no CUDA header: every device operation goes
 // through ops_cuda.h, so tests/standin/ can run this file on the host.
-#ifdef FIMI_HAVE_CUDA
-
+// The activation layout and its size (gemma_cuda_activation_bytes) are
+// compiled in every build, so a CPU-only build can plan GPU memory.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +148,18 @@ static size_t carve_backward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *
   return c->used;
 }
 
+size_t gemma_cuda_activation_bytes(const GemmaConfig *cfg, int N, int recompute) {
+  GemmaCudaActs acts;
+  memset(&acts, 0, sizeof acts);  // sets NULL: carve_forward counts into a scratch set
+  Carver count = {NULL, 0};
+  carve_forward(&count, &acts, cfg, (size_t)N, recompute ? 1 : (size_t)cfg->num_hidden_layers);
+  size_t forward = count.used;
+  Carver back = {NULL, 0};
+  return forward + carve_backward(&back, &acts, cfg, (size_t)N);
+}
+
+#ifdef FIMI_HAVE_CUDA
+
 static void acts_free(GemmaCudaModel *model) {
   GemmaCudaActs *acts = model->acts;
   if (!acts) return;
@@ -203,7 +215,8 @@ static int ensure_grad_scratch(GemmaCudaModel *model, FimiError *err) {
 // ---------------------------------------------------------------------------
 // Parameters
 
-int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err) {
+// Checks the config and fills model's shape fields (no allocation).
+static int init_shape(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err) {
   memset(model, 0, sizeof *model);
   if (gemma_config_validate(cfg, err) != 0) return fimi_fail_wrap(err, "GPU model");
   if (cfg->family == GEMMA_FAMILY_GEMMA4)
@@ -221,10 +234,33 @@ int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext
   model->num_params = model->globals_numel + (size_t)cfg->num_hidden_layers * model->layer_numel;
   // HF multiplies by torch.tensor(sqrt(C), dtype=bf16) when the weights are bf16.
   model->embed_scale = bf16_to_float(float_to_bf16(gemma_embed_scale(cfg)));
+  return 0;
+}
+
+static int alloc_params(GemmaCudaModel *model, size_t numel, FimiError *err) {
   void *params = NULL;
-  if (cuda_malloc(&params, model->num_params * sizeof(bf16), err) != 0)
-    return fimi_fail_wrap(err, "GPU model: %zu MiB of bf16 weights", model->num_params * sizeof(bf16) >> 20);
+  if (cuda_malloc(&params, numel * sizeof(bf16), err) != 0)
+    return fimi_fail_wrap(err, "GPU model: %zu MiB of bf16 weights", numel * sizeof(bf16) >> 20);
   model->params = params;
+  model->params_numel = model->grads_numel = numel;
+  return 0;
+}
+
+int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err) {
+  if (init_shape(model, cfg, ctx, err) != 0) return -1;
+  return alloc_params(model, model->num_params, err);
+}
+
+int gemma_cuda_create_sharded(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx,
+                              const GemmaCudaLayerHooks *hooks, size_t globals_capacity, FimiError *err) {
+  if (init_shape(model, cfg, ctx, err) != 0) return -1;
+  if (!hooks || !hooks->before_forward || !hooks->before_backward)
+    return fimi_fail(err, "GPU model: a sharded model needs before_forward and before_backward hooks");
+  if (globals_capacity < model->globals_numel)
+    return fimi_fail(err, "GPU model: globals capacity %zu is below the globals' %zu elements", globals_capacity,
+                     model->globals_numel);
+  if (alloc_params(model, globals_capacity, err) != 0) return -1;
+  model->hooks = hooks;
   return 0;
 }
 
@@ -267,17 +303,45 @@ static int same_shape(const GemmaConfig *a, const GemmaConfig *b) {
 }
 
 bf16 *gemma_cuda_layer_params(GemmaCudaModel *model, int layer) {
+  if (model->hooks) return NULL;
   return model->params + model->globals_numel + (size_t)layer * model->layer_numel;
 }
 
 static float *layer_grads(GemmaCudaModel *model, int layer) {
+  if (model->hooks) return NULL;
   return model->grads + model->globals_numel + (size_t)layer * model->layer_numel;
+}
+
+// Layer l's parameters for its forward: resident, or from before_forward.
+static int forward_params(GemmaCudaModel *model, int l, const bf16 **w, FimiError *err) {
+  *w = gemma_cuda_layer_params(model, l);
+  if (model->hooks && model->hooks->before_forward(model->hooks->ctx, l, w, err) != 0) return -1;
+  return *w ? 0 : fimi_fail(err, "GPU model: no parameters for layer %d", l);
+}
+
+static int forward_done(GemmaCudaModel *model, int l, FimiError *err) {
+  const GemmaCudaLayerHooks *h = model->hooks;
+  return h && h->after_forward ? h->after_forward(h->ctx, l, err) : 0;
+}
+
+// Layer l's parameters and gradient buffer for its backward (and recompute).
+static int backward_params(GemmaCudaModel *model, int l, const bf16 **w, float **g, FimiError *err) {
+  *w = gemma_cuda_layer_params(model, l);
+  *g = layer_grads(model, l);
+  if (model->hooks && model->hooks->before_backward(model->hooks->ctx, l, w, g, err) != 0) return -1;
+  return *w && *g ? 0 : fimi_fail(err, "GPU model: no parameters or gradient buffer for layer %d", l);
+}
+
+static int backward_done(GemmaCudaModel *model, int l, FimiError *err) {
+  const GemmaCudaLayerHooks *h = model->hooks;
+  return h && h->after_backward ? h->after_backward(h->ctx, l, err) : 0;
 }
 
 int gemma_cuda_upload_weights(GemmaCudaModel *model, const GemmaModel *cpu, FimiError *err) {
   if (!same_shape(&model->config, &cpu->config) || cpu->globals_numel != model->globals_numel ||
       cpu->layer_numel != model->layer_numel)
     return fimi_fail(err, "GPU model: uploading weights of a model with another shape");
+  if (model->hooks) return fimi_fail(err, "GPU model: a sharded model gets its layers through its hooks, not an upload");
   if (!cpu->globals) return fimi_fail(err, "GPU model: the CPU model has no global parameters");
   for (int l = 0; l < model->config.num_hidden_layers; l++)
     if (!cpu->layers[l]) return fimi_fail(err, "GPU model: the CPU model holds no parameters for layer %d", l);
@@ -290,8 +354,8 @@ int gemma_cuda_upload_weights(GemmaCudaModel *model, const GemmaModel *cpu, Fimi
 int gemma_cuda_alloc_grads(GemmaCudaModel *model, FimiError *err) {
   if (!model->grads) {
     void *grads = NULL;
-    if (cuda_malloc(&grads, model->num_params * sizeof(float), err) != 0)
-      return fimi_fail_wrap(err, "GPU model: %zu MiB of fp32 gradients", model->num_params * sizeof(float) >> 20);
+    if (cuda_malloc(&grads, model->grads_numel * sizeof(float), err) != 0)
+      return fimi_fail_wrap(err, "GPU model: %zu MiB of fp32 gradients", model->grads_numel * sizeof(float) >> 20);
     model->grads = grads;
   }
   gemma_cuda_zero_grads(model);
@@ -299,7 +363,7 @@ int gemma_cuda_alloc_grads(GemmaCudaModel *model, FimiError *err) {
 }
 
 void gemma_cuda_zero_grads(GemmaCudaModel *model) {
-  if (model->grads) cuda_fill_bytes(model->ctx, model->grads, 0, model->num_params * sizeof(float));
+  if (model->grads) cuda_fill_bytes(model->ctx, model->grads, 0, model->grads_numel * sizeof(float));
 }
 
 size_t gemma_cuda_tensor_offset(const GemmaCudaModel *model, const GemmaTensor *t) {
@@ -307,7 +371,7 @@ size_t gemma_cuda_tensor_offset(const GemmaCudaModel *model, const GemmaTensor *
 }
 
 void gemma_cuda_download_grads(GemmaCudaModel *model, float *host_flat) {
-  cuda_download_f32(model->ctx, host_flat, model->grads, model->num_params);
+  cuda_download_f32(model->ctx, host_flat, model->grads, model->hooks ? model->globals_numel : model->num_params);
 }
 
 const float *gemma_cuda_logprobs_device(const GemmaCudaModel *model) {
@@ -423,10 +487,14 @@ static int forward_to_final_norm(GemmaCudaModel *model, const int *tokens, const
   const bf16 *wte = model->params;                     // (V, C)
   const bf16 *norm_w = model->params + (size_t)V * C;  // (C)
   embedding_forward_cuda(ctx, residual_at(acts, cfg, 0), acts->tokens, wte, N, C, model->embed_scale);
-  for (int l = 0; l < L; l++)
-    if (layer_forward(model, l, gemma_cuda_layer_params(model, l), layer_acts(model, l), residual_at(acts, cfg, l),
-                      residual_at(acts, cfg, l + 1), B, T, err) != 0)
+  for (int l = 0; l < L; l++) {
+    const bf16 *w = NULL;
+    if (forward_params(model, l, &w, err) != 0 ||
+        layer_forward(model, l, w, layer_acts(model, l), residual_at(acts, cfg, l), residual_at(acts, cfg, l + 1), B,
+                      T, err) != 0 ||
+        forward_done(model, l, err) != 0)
       return -1;
+  }
   rmsnorm_forward_cuda(ctx, acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
                        (float)cfg->rms_norm_eps);
   acts->B = B;
@@ -533,15 +601,17 @@ static int backward_from_final_norm(GemmaCudaModel *model, FimiError *err) {
   rmsnorm_backward_cuda(ctx, acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N,
                         C);
   for (int l = L - 1; l >= 0; l--) {
-    const bf16 *w = gemma_cuda_layer_params(model, l);
+    const bf16 *w = NULL;
+    float *g = NULL;
+    if (backward_params(model, l, &w, &g, err) != 0) return -1;
     // Recompute: the layer's forward again from its saved input, into the
     // only set. Its output goes to dA, free until layer_backward, so the
     // saved residual stream stays untouched. Deterministic ops: the same bits.
     if (model->recompute &&
         layer_forward(model, l, w, layer_acts(model, l), residual_at(acts, cfg, l), acts->dA, B, T, err) != 0)
       return -1;
-    if (layer_backward(model, l, w, layer_grads(model, l), layer_acts(model, l), residual_at(acts, cfg, l), B, T,
-                       err) != 0)
+    if (layer_backward(model, l, w, g, layer_acts(model, l), residual_at(acts, cfg, l), B, T, err) != 0 ||
+        backward_done(model, l, err) != 0)
       return -1;
   }
   // The tied embedding gets the input-side gradient on top of the LM head's.
@@ -631,6 +701,8 @@ int gemma_cuda_kv_cache_create_rows(GemmaCudaKVCache *cache, const GemmaCudaMode
                                     int rows, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   memset(cache, 0, sizeof *cache);
+  if (model->hooks)
+    return fimi_fail(err, "GPU KV cache: a sharded (ZeRO-3) model keeps no layers resident; decode with a whole model");
   if (batch <= 0 || capacity <= 0 || rows <= 0)
     return fimi_fail(err, "GPU KV cache: batch %d, capacity %d and rows %d must be positive", batch, capacity, rows);
   int R = rows > batch ? rows : batch;

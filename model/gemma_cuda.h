@@ -16,12 +16,12 @@
 //
 // By default every layer keeps its activations (at gemma3-4b, B*T = 4096
 // they take ~15 GB in bf16, well inside an H200); gemma_cuda_set_recompute
-// keeps one layer's. No layer hooks (ZeRO-3 on GPU comes later).
-// Only compiled with the CUDA backend (FIMI_HAVE_CUDA).
+// keeps one layer's. Layer hooks (GemmaCudaLayerHooks) let ZeRO-3
+// (parallel/zero3_cuda.h) hand each layer its gathered parameters and take
+// its gradient; such a "sharded" model holds only the globals.
+// Only compiled with the CUDA backend (FIMI_HAVE_CUDA), except gemma_cuda_activation_bytes.
 #ifndef FIMI_MODEL_GEMMA_CUDA_H
 #define FIMI_MODEL_GEMMA_CUDA_H
-
-#ifdef FIMI_HAVE_CUDA
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,12 +32,35 @@
 #include "model/gemma.h"
 #include "model/gemma_config.h"
 
+// Device bytes of the activations and backward scratch a forward + backward
+// over N = B*T rows allocates (the same walk that carves them), with
+// recompute 0 or 1. In every build: --dry-run plans GPU memory without one.
+size_t gemma_cuda_activation_bytes(const GemmaConfig *cfg, int N, int recompute);
+
+#ifdef FIMI_HAVE_CUDA
+
 typedef struct GemmaCudaActs GemmaCudaActs;  // defined in gemma_cuda.c
 
 // Which kernels compute attention in training and scoring (the decode
 // kernel is fimi's in both cases): fimi's own (attention.cu, the default) or
 // cuDNN's fused SDPA (attention_cudnn.cpp), a speed and correctness reference.
 typedef enum { GEMMA_CUDA_ATTENTION_FIMI = 0, GEMMA_CUDA_ATTENTION_CUDNN } GemmaCudaAttention;
+
+// Per-layer hooks, as GemmaLayerHooks in model/gemma.h but on device
+// buffers: before_forward(l, &params) points *params at layer l's bf16
+// parameters (layer_numel, valid until after_forward(l)); before_backward(l,
+// &params, &grads) also points *grads at an fp32 buffer (layer_numel) the
+// backward ACCUMULATES into (zero it there), called once per layer before its
+// recompute and backward; after_backward(l): layer l's gradient is complete
+// (enqueued on the model's stream). after_* may be NULL. A non-zero return
+// aborts the pass with the hook's error.
+typedef struct GemmaCudaLayerHooks {
+  void *ctx;
+  int (*before_forward)(void *ctx, int layer, const bf16 **params, FimiError *err);
+  int (*after_forward)(void *ctx, int layer, FimiError *err);
+  int (*before_backward)(void *ctx, int layer, const bf16 **params, float **grads, FimiError *err);
+  int (*after_backward)(void *ctx, int layer, FimiError *err);
+} GemmaCudaLayerHooks;
 
 typedef struct GemmaCudaModel {
   GemmaConfig config;
@@ -47,14 +70,24 @@ typedef struct GemmaCudaModel {
   size_t globals_numel;  // V*C + C
   size_t layer_numel;    // GemmaLayerOffsets.numel
   size_t num_params;     // globals_numel + L * layer_numel
-  bf16 *params;          // device (num_params) bf16 working weights
-  float *grads;          // device (num_params) fp32, NULL until gemma_cuda_alloc_grads
+  bf16 *params;          // device (params_numel) bf16 working weights
+  float *grads;          // device (grads_numel) fp32, NULL until gemma_cuda_alloc_grads
+  size_t params_numel;   // num_params, or (sharded) the globals' capacity
+  size_t grads_numel;    // the same
+  const GemmaCudaLayerHooks *hooks;  // NULL: every layer resident in params / grads
   float embed_scale;     // sqrt(C) rounded to bf16, as HF does with bf16 weights
   GemmaCudaActs *acts;   // forward/backward state, allocated for the largest B*T seen
 } GemmaCudaModel;
 
 // Allocates the device parameters (uninitialized: upload them next).
 int gemma_cuda_create(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err);
+// A sharded model: params and grads hold only the globals (globals_capacity
+// >= globals_numel elements each: a collective may want them padded); the
+// layers come from hooks (before_forward and before_backward required,
+// borrowed: they must outlive the model). No upload, no KV cache: ZeRO-3
+// trains and scores through it; decode on a whole model.
+int gemma_cuda_create_sharded(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx,
+                              const GemmaCudaLayerHooks *hooks, size_t globals_capacity, FimiError *err);
 void gemma_cuda_free(GemmaCudaModel *model);
 // `cuda.attention`: "fimi" or "cudnn". cudnn is refused for a softcapped
 // model (Gemma 2); whether cuDNN loads and supports each shape is known at
@@ -73,11 +106,12 @@ int gemma_cuda_upload_weights(GemmaCudaModel *model, const GemmaModel *cpu, Fimi
 // Allocates (first call) and zeroes the fp32 gradients.
 int gemma_cuda_alloc_grads(GemmaCudaModel *model, FimiError *err);
 void gemma_cuda_zero_grads(GemmaCudaModel *model);
-// Device parameters of layer l (layer_numel) / the globals.
+// Device parameters of layer l (layer_numel); NULL for a sharded model.
 bf16 *gemma_cuda_layer_params(GemmaCudaModel *model, int layer);
 // Offset of a tensor of the CPU tensor table inside params / grads.
 size_t gemma_cuda_tensor_offset(const GemmaCudaModel *model, const GemmaTensor *t);
-// Copies the fp32 gradients to host_flat (num_params floats, flat layout above).
+// Copies the fp32 gradients to host_flat (num_params floats, flat layout
+// above; a sharded model: the globals' globals_numel).
 void gemma_cuda_download_grads(GemmaCudaModel *model, float *host_flat);
 
 // Forward over B sequences of length T, as gemma_forward: tokens (B, T) and

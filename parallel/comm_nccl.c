@@ -2,6 +2,7 @@
 // Compiled only with the CUDA backend and NCCL; unverified on a GPU so far.
 #include "parallel/comm_nccl.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime.h>
@@ -109,4 +110,90 @@ int device_comm_synchronize(DeviceComm *dc, FimiError *err) {
   ncclResult_t async = ncclSuccess;
   if (check_nccl(ncclCommGetAsyncError(dc->nccl, &async), "ncclCommGetAsyncError", dc, err) != 0) return -1;
   return check_nccl(async, "NCCL (asynchronous error)", dc, err);
+}
+
+int device_comm_all_to_all(DeviceComm *dc, const void *send, size_t count, void *recv, DeviceDtype dtype,
+                           FimiError *err) {
+  if (check_ready(dc, "device all_to_all", err) != 0) return -1;
+  size_t bytes = count * (dtype == DEVICE_BF16 ? 2 : 4);
+  if (check_nccl(ncclGroupStart(), "ncclGroupStart", dc, err) != 0) return -1;
+  ncclResult_t rc = ncclSuccess;
+  for (int q = 0; q < dc->world && rc == ncclSuccess; q++) {
+    rc = ncclSend((const char *)send + (size_t)q * bytes, count, nccl_type(dtype), q, dc->nccl, dc->stream);
+    if (rc == ncclSuccess)
+      rc = ncclRecv((char *)recv + (size_t)q * bytes, count, nccl_type(dtype), q, dc->nccl, dc->stream);
+  }
+  ncclResult_t end = ncclGroupEnd();
+  if (check_nccl(rc, "ncclSend/ncclRecv", dc, err) != 0) return -1;
+  return check_nccl(end, "ncclGroupEnd", dc, err);
+}
+
+// ---- DeviceCollectives over NCCL -------------------------------------------------
+
+typedef struct NcclCollectives {
+  DeviceComm *dc;
+  cudaStream_t compute;
+  cudaEvent_t compute_ready;                   // recorded on compute before each collective
+  cudaEvent_t gathered[DEVICE_GATHER_TICKETS];  // recorded on dc->stream after each gather
+  cudaEvent_t exchanged;                       // after each all-to-all
+} NcclCollectives;
+
+// The collective's stream waits for everything the compute stream has been given.
+static int after_compute(NcclCollectives *n, FimiError *err) {
+  if (check_cuda(cudaEventRecord(n->compute_ready, n->compute), "cudaEventRecord", err) != 0) return -1;
+  return check_cuda(cudaStreamWaitEvent(n->dc->stream, n->compute_ready, 0), "cudaStreamWaitEvent", err);
+}
+
+static int nccl_all_gather_bf16(void *impl, const bf16 *shard, size_t count, bf16 *full, int ticket, FimiError *err) {
+  NcclCollectives *n = impl;
+  if (ticket < 0 || ticket >= DEVICE_GATHER_TICKETS)
+    return fimi_fail(err, "device all_gather: ticket %d outside [0, %d)", ticket, DEVICE_GATHER_TICKETS);
+  if (after_compute(n, err) != 0 || device_comm_all_gather(n->dc, shard, count, full, DEVICE_BF16, err) != 0)
+    return -1;
+  return check_cuda(cudaEventRecord(n->gathered[ticket], n->dc->stream), "cudaEventRecord", err);
+}
+
+static int nccl_wait(void *impl, int ticket, FimiError *err) {
+  NcclCollectives *n = impl;
+  if (ticket < 0 || ticket >= DEVICE_GATHER_TICKETS)
+    return fimi_fail(err, "device wait: ticket %d outside [0, %d)", ticket, DEVICE_GATHER_TICKETS);
+  return check_cuda(cudaStreamWaitEvent(n->compute, n->gathered[ticket], 0), "cudaStreamWaitEvent", err);
+}
+
+static int nccl_all_to_all_f32(void *impl, const float *send, size_t count, float *recv, FimiError *err) {
+  NcclCollectives *n = impl;
+  if (after_compute(n, err) != 0 || device_comm_all_to_all(n->dc, send, count, recv, DEVICE_F32, err) != 0) return -1;
+  if (check_cuda(cudaEventRecord(n->exchanged, n->dc->stream), "cudaEventRecord", err) != 0) return -1;
+  return check_cuda(cudaStreamWaitEvent(n->compute, n->exchanged, 0), "cudaStreamWaitEvent", err);
+}
+
+static void nccl_collectives_free(void *impl) {
+  NcclCollectives *n = impl;
+  if (!n) return;
+  if (n->compute_ready) cudaEventDestroy(n->compute_ready);
+  for (int t = 0; t < DEVICE_GATHER_TICKETS; t++)
+    if (n->gathered[t]) cudaEventDestroy(n->gathered[t]);
+  if (n->exchanged) cudaEventDestroy(n->exchanged);
+  free(n);
+}
+
+int device_collectives_nccl(DeviceCollectives *out, DeviceComm *dc, CudaContext *ctx, FimiError *err) {
+  memset(out, 0, sizeof *out);
+  if (check_ready(dc, "device_collectives_nccl", err) != 0) return -1;
+  NcclCollectives *n = calloc(1, sizeof *n);
+  if (!n) return fimi_fail(err, "device collectives (nccl): out of memory");
+  n->dc = dc;
+  n->compute = (cudaStream_t)cuda_context_stream(ctx);
+  // Timing off: these events only order streams.
+  int rc = check_cuda(cudaEventCreateWithFlags(&n->compute_ready, cudaEventDisableTiming), "cudaEventCreate", err);
+  for (int t = 0; rc == 0 && t < DEVICE_GATHER_TICKETS; t++)
+    rc = check_cuda(cudaEventCreateWithFlags(&n->gathered[t], cudaEventDisableTiming), "cudaEventCreate", err);
+  if (rc == 0) rc = check_cuda(cudaEventCreateWithFlags(&n->exchanged, cudaEventDisableTiming), "cudaEventCreate", err);
+  if (rc != 0) {
+    nccl_collectives_free(n);
+    return -1;
+  }
+  *out = (DeviceCollectives){"nccl", dc->rank, dc->world, n, nccl_all_gather_bf16, nccl_wait, nccl_all_to_all_f32,
+                             nccl_collectives_free};
+  return 0;
 }

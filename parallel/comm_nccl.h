@@ -2,8 +2,10 @@
 // DeviceComm (an NCCL communicator over the same ranks as a host
 // Communicator, one GPU per rank, and the CUDA stream its collectives are
 // enqueued on), device_comm_init (rank 0 creates the ncclUniqueId and
-// broadcasts it over MPI), and all_gather / reduce_scatter / all_reduce /
-// broadcast on fp32 or bf16 device buffers.
+// broadcasts it over MPI), all_gather / reduce_scatter / all_reduce /
+// broadcast / all_to_all on fp32 or bf16 device buffers, and
+// device_collectives_nccl, the NCCL backend of parallel/comm_device.h
+// (events order its stream against the compute stream).
 //
 // Built only when the CUDA backend is built and NCCL is found (FIMI_HAVE_NCCL,
 // parallel/CMakeLists.txt). Status: compiled, not yet run on a GPU (see
@@ -19,6 +21,7 @@
 
 #include "core/error.h"
 #include "parallel/comm.h"
+#include "parallel/comm_device.h"
 
 struct ncclComm;     // ncclComm_t
 struct CUstream_st;  // cudaStream_t
@@ -43,7 +46,19 @@ int device_comm_reduce_scatter(DeviceComm *dc, const void *full, size_t shard_co
                                CommOp op, FimiError *err);
 int device_comm_all_reduce(DeviceComm *dc, void *data, size_t count, DeviceDtype dtype, CommOp op, FimiError *err);
 int device_comm_broadcast(DeviceComm *dc, void *data, size_t bytes, int root, FimiError *err);
+// recv[q * count + i] = rank q's send[rank * count + i] (world * count each):
+// ncclSend / ncclRecv to and from every rank in one group (NCCL has no
+// all-to-all call). Pure data movement.
+int device_comm_all_to_all(DeviceComm *dc, const void *send, size_t count, void *recv, DeviceDtype dtype,
+                           FimiError *err);
 // Waits for the stream: NCCL errors detected asynchronously surface here.
 int device_comm_synchronize(DeviceComm *dc, FimiError *err);
+
+// The DeviceCollectives of dc (borrowed: must outlive out) against ctx's
+// compute stream: every collective's stream first waits for an event
+// recorded on the compute stream; a gather records its own event, which
+// wait(ticket) makes the compute stream wait for; an all-to-all makes the
+// compute stream wait at once. No host synchronization.
+int device_collectives_nccl(DeviceCollectives *out, DeviceComm *dc, CudaContext *ctx, FimiError *err);
 
 #endif

@@ -10,6 +10,8 @@
 
 #include "parallel/zero3.h"
 
+#include "model/gemma_cuda.h"
+
 void zero3_config_default(Zero3Config *config) {
   memset(config, 0, sizeof *config);
   adamw_config_default(&config->adamw);
@@ -130,14 +132,8 @@ static int hook_after_backward(void *ctx, int layer, FimiError *err) {
 // Optimizer registration: the globals whole, each layer's shard with the
 // decay ranges of the tensors it meets.
 
-// The most tensors one layer (or the globals) may hold: Gemma 4's layers
-// with per-layer embeddings have 17 (Gemma 3's 13).
-#define ZERO3_MAX_BUFFER_TENSORS 24
-
-// layer: -1 for the globals.
-static int add_opt_buffer(Zero3 *z, int layer, FimiError *err) {
-  const GemmaModel *m = &z->model;
-  Zero3Buffer *b = layer < 0 ? &z->globals : &z->layers[layer];
+int zero3_shard_ranges(const GemmaModel *m, int layer, const ShardSpec *spec, int rank, const AdamWDecayRules *rules,
+                       AdamWRange *out, int *count, FimiError *err) {
   TensorRange tr[ZERO3_MAX_BUFFER_TENSORS];
   int decays[ZERO3_MAX_BUFFER_TENSORS], nt = 0;
   for (int i = 0; i < m->num_tensors; i++) {
@@ -146,14 +142,23 @@ static int add_opt_buffer(Zero3 *z, int layer, FimiError *err) {
     if (nt == ZERO3_MAX_BUFFER_TENSORS)
       return fimi_fail(err, "zero3: layer %d has more than %d tensors", layer, ZERO3_MAX_BUFFER_TENSORS);
     tr[nt] = (TensorRange){t->name, t->offset, t->numel};
-    decays[nt++] = adamw_name_decays(t->name, t->is_norm, &z->decay_rules);
+    decays[nt++] = adamw_name_decays(t->name, t->is_norm, rules);
   }
   ShardPiece pieces[ZERO3_MAX_BUFFER_TENSORS];
   int np = 0;
-  if (shard_pieces(&b->spec, z->comm->rank, tr, nt, pieces, &np, err) != 0) return -1;
-  if (np == 0) return 0;  // this rank holds only padding of the buffer: nothing to train
+  if (shard_pieces(spec, rank, tr, nt, pieces, &np, err) != 0) return -1;
+  for (int i = 0; i < np; i++) out[i] = (AdamWRange){pieces[i].shard_offset, pieces[i].count, decays[pieces[i].tensor]};
+  *count = np;
+  return 0;
+}
+
+// layer: -1 for the globals.
+static int add_opt_buffer(Zero3 *z, int layer, FimiError *err) {
+  Zero3Buffer *b = layer < 0 ? &z->globals : &z->layers[layer];
   AdamWRange ranges[ZERO3_MAX_BUFFER_TENSORS];
-  for (int i = 0; i < np; i++) ranges[i] = (AdamWRange){pieces[i].shard_offset, pieces[i].count, decays[pieces[i].tensor]};
+  int np = 0;
+  if (zero3_shard_ranges(&z->model, layer, &b->spec, z->comm->rank, &z->decay_rules, ranges, &np, err) != 0) return -1;
+  if (np == 0) return 0;  // this rank holds only padding of the buffer: nothing to train
   char name[32];
   snprintf(name, sizeof name, layer < 0 ? "globals" : "layers.%d", layer);
   return adamw_add_buffer(&z->opt, name, b->shard, b->grad, b->spec.shard_size, ranges, np, err);
@@ -368,5 +373,28 @@ int zero3_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens, in
   out->activations = 4.0 * (double)gemma_activation_floats(cfg, unit_tokens, recompute, 1);
   out->total = out->state + out->buffers + out->activations;
   out->full_model = 4.0 * ((double)globals + L * (double)off.numel);
+  return 0;
+}
+
+int zero3_gpu_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens, int recompute, Zero3Memory *out,
+                              FimiError *err) {
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  GemmaGlobalOffsets goff;
+  gemma_global_offsets(cfg, &goff);
+  ShardSpec layer, glob;
+  if (shard_spec_init(&layer, off.numel, world, err) != 0 || shard_spec_init(&glob, goff.numel, world, err) != 0)
+    return -1;
+  if (unit_tokens < 1) return fimi_fail(err, "zero3 GPU memory: unit of %d tokens", unit_tokens);
+  double L = cfg->num_hidden_layers, S = (double)layer.shard_size, Sg = (double)glob.shard_size;
+  double Pl = (double)layer.padded, Pgp = (double)glob.padded, maxp = Pl > Pgp ? Pl : Pgp;
+  // per shard element: fp32 master, AdamW m and v, float grad (4 each), double
+  // accumulator 8, bf16 working copy 2; the replicated bf16 globals (padded:
+  // gathered whole) and their per-unit fp32 gradient (padded: sent whole).
+  out->state = 26.0 * (Sg + L * S) + 2.0 * Pgp + 4.0 * Pgp;
+  out->buffers = 2.0 * 2.0 * Pl + 4.0 * Pl + 4.0 * maxp;  // 2 gathered bf16 layers, layer gradient, all-to-all receive
+  out->activations = (double)gemma_cuda_activation_bytes(cfg, unit_tokens, recompute);
+  out->total = out->state + out->buffers + out->activations;
+  out->full_model = 4.0 * ((double)goff.numel + L * (double)off.numel);
   return 0;
 }

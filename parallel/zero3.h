@@ -129,6 +129,24 @@ typedef struct Zero3Memory {
 } Zero3Memory;
 int zero3_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens, int recompute, Zero3Memory *out,
                           FimiError *err);
+// The same on the GPU (parallel/zero3_cuda.h, docs/distributed.md "ZeRO-3
+// on GPUs"), device bytes per GPU: bf16 working weights, the shard state in
+// fp32 plus its double accumulator, the activations gemma_cuda carves
+// (gemma_cuda_activation_bytes). full_model: the host's fp32 gather target.
+// Computed in every build (no GPU needed).
+int zero3_gpu_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens, int recompute, Zero3Memory *out,
+                              FimiError *err);
+
+// The most tensors one layer (or the globals) may hold: Gemma 4's layers
+// with per-layer embeddings have 17 (Gemma 3's 13).
+#define ZERO3_MAX_BUFFER_TENSORS 24
+
+// The AdamW ranges of rank's shard of buffer `layer` (-1: the globals) of m
+// (its tensor table): each tensor's piece in the shard, at its shard offset,
+// with the tensor's weight decay under rules. out holds
+// ZERO3_MAX_BUFFER_TENSORS; *count may be 0 (a shard of padding only).
+int zero3_shard_ranges(const GemmaModel *m, int layer, const ShardSpec *spec, int rank, const AdamWDecayRules *rules,
+                       AdamWRange *out, int *count, FimiError *err);
 
 // Optimizer state for checkpoints: z->opt (adamw_state_count/array/load,
 // opt.step) holds this rank's "globals" and "layers.N" shard moments

@@ -10,6 +10,10 @@
 #                 and final weights agree to 1e-5; world 1 with one unit per
 #                 step equals the plain model + AdamW path bitwise.
 #   zero3-memory  peak memory per rank at world 1, 2, 4 vs the formula.
+# Usage: mpi_tests.sh PATH/TO/zero3_cuda_test zero3-gpu PRESET RECOMPUTE
+#   zero3-gpu     the GPU ZeRO-3 code on the host stand-in at world 1, 2, 4:
+#                 each run within bf16 tolerance of the CPU ZeRO-3 run, the
+#                 three bitwise equal to each other.
 # Usage: mpi_tests.sh PATH/TO/env_mpi_test env NP ENV_RANKS
 #   env           episodes on ENV_RANKS env ranks equal the in-process ones.
 # Usage: mpi_tests.sh PATH/TO/rollout_exchange_test exchange
@@ -57,6 +61,12 @@ case "$MODE" in
     run 1 train "$3" "$4" 2 "$WORK/zero1u2"
     run 2 train "$3" "$4" 2 "$WORK/zero2u2"
     "$BIN" compare 1e-5 "$3" "$WORK/zero1u2" "$WORK/zero2u2" || failures=$((failures + 1))
+    ;;
+  zero3-gpu)
+    for np in 1 2 4; do run "$np" train-gpu "$3" "$4" 1 "$WORK/gpu$np"; done
+    "$BIN" compare 0 "$3" "$WORK/gpu1" "$WORK/gpu2" "$WORK/gpu4" || failures=$((failures + 1))
+    # one unit of the whole batch at world 1: also the one-GPU train state
+    run 1 train-gpu "$3" "$4" 4 "$WORK/gpu1b"
     ;;
   env)
     run "$3" play "$4"

@@ -1,0 +1,52 @@
+// parallel/comm_device.h: the collectives ZeRO-3 on the GPU needs, on device
+// buffers, behind one interface with two backends. Defines DeviceCollectives
+// (a table of calls plus its backend's state), device_collectives_mpi (any
+// MPI: stages every buffer through host memory; the CI backend on the host
+// stand-in of kernels/cuda/ops_cuda.h, and a fallback where NCCL is absent)
+// and device_collectives_free; the NCCL backend is device_collectives_nccl
+// in parallel/comm_nccl.h.
+//
+// Ordering (both backends): a collective reads its input after all work the
+// compute stream (the CudaContext's) has been given before the call, and:
+// - all_gather_bf16 may run on while the compute stream goes on; later
+//   compute work sees its output only after wait(ticket). Tickets
+//   0 .. DEVICE_GATHER_TICKETS-1 name the gathers in flight (one per buffer).
+//   The MPI backend completes it inside the call.
+// - all_to_all_f32 is complete for the compute stream when the call returns
+//   (later compute work sees recv; the caller may reuse send right away).
+// Pure data movement both: their results are bitwise the same on every
+// backend. fimi keeps every reduction for the owner to do in a fixed order
+// (parallel/zero3_cuda.h), so nothing here sums.
+// Only compiled with the CUDA backend (FIMI_HAVE_CUDA).
+#ifndef FIMI_PARALLEL_COMM_DEVICE_H
+#define FIMI_PARALLEL_COMM_DEVICE_H
+
+#ifdef FIMI_HAVE_CUDA
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "kernels/cuda/ops_cuda.h"
+#include "parallel/comm.h"
+
+#define DEVICE_GATHER_TICKETS 2
+
+typedef struct DeviceCollectives {
+  const char *backend;  // "mpi" or "nccl"
+  int rank, world;
+  void *impl;           // the backend's state, owned
+  // full (world * count, device) = every rank's shard (count, device) in rank order.
+  int (*all_gather_bf16)(void *impl, const bf16 *shard, size_t count, bf16 *full, int ticket, FimiError *err);
+  // Later compute work waits for gather `ticket`.
+  int (*wait)(void *impl, int ticket, FimiError *err);
+  // recv[q * count + i] = rank q's send[rank * count + i] (send, recv: world * count, device).
+  int (*all_to_all_f32)(void *impl, const float *send, size_t count, float *recv, FimiError *err);
+  void (*free)(void *impl);
+} DeviceCollectives;
+
+// The MPI backend over comm (borrowed, must outlive dc) for ctx's device.
+int device_collectives_mpi(DeviceCollectives *dc, Communicator *comm, CudaContext *ctx, FimiError *err);
+void device_collectives_free(DeviceCollectives *dc);
+
+#endif  // FIMI_HAVE_CUDA
+#endif
