@@ -392,32 +392,24 @@ static char *format_system_text(const ChatBuilder *b, const char *instructions, 
 // ----------------------------------------------------------------------------
 // the builder's tool-call syntax
 
+ToolCallSyntax chat_tool_syntax(const ChatBuilder *b) {
+  return b->format == CHAT_FORMAT_GEMMA4 ? TOOLCALL_SYNTAX_GEMMA4 : TOOLCALL_SYNTAX_JSON;
+}
+
 char *chat_render_call(const ChatBuilder *b, const char *name, const cJSON *arguments, FimiError *err) {
-  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_render_call_gemma4(name, arguments, err);
-  return toolcall_render_call(name, arguments, err);
+  return toolcall_render_call_syntax(chat_tool_syntax(b), name, arguments, err);
 }
 
 char *chat_render_result(const ChatBuilder *b, const char *name, const cJSON *result, FimiError *err) {
-  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_render_result_gemma4(name, result, err);
-  return toolcall_render_result(name, result, err);
+  return toolcall_render_result_syntax(chat_tool_syntax(b), name, result, err);
 }
 
 char *chat_render_error(const ChatBuilder *b, const char *name, const char *message, FimiError *err) {
-  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_render_error_gemma4(name, message, err);
-  return toolcall_render_error(name, message, err);
+  return toolcall_render_error_syntax(chat_tool_syntax(b), name, message, err);
 }
 
 ToolCallKind chat_parse_model_turn(const ChatBuilder *b, const char *text, size_t len, ToolCallParse *out) {
-  if (b->format == CHAT_FORMAT_GEMMA4) return toolcall_parse_gemma4(text, len, out);
-  return toolcall_parse(text, len, out);
-}
-
-int chat_require_json_tools(const ChatBuilder *b, const char *who, FimiError *err) {
-  if (b->format == CHAT_FORMAT_GEMMA3) return 0;
-  return fimi_fail(err, "%s: the tokenizer has Gemma 4's turn tokens, and %s reads tool calls only in fimi's JSON "
-                        "format (<start_of_turn>, <tool_call>{...}</tool_call>); Gemma 4's native calls are "
-                        "rendered and parsed by fimi data tokenize (docs/chat-format.md section 10)",
-                   who, who);
+  return toolcall_parse_syntax(chat_tool_syntax(b), text, len, out);
 }
 
 // ----------------------------------------------------------------------------

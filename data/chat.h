@@ -116,17 +116,18 @@ int chat_append_generated(ChatBuilder *b, const int32_t *ids, size_t n, FimiErro
 int chat_render_messages(ChatBuilder *b, const cJSON *messages, const cJSON *tools, const char *what,
                          FimiError *err);
 
-// The builder's format: toolcall_render_call/_result/_error (Gemma 3) or
+// The builder's tool-call syntax: TOOLCALL_SYNTAX_GEMMA4 for Gemma 4's
+// format, else TOOLCALL_SYNTAX_JSON. The episode, rollouts, DPO pairs,
+// transcripts and bench traces take it from here (docs/chat-format.md
+// section 10).
+ToolCallSyntax chat_tool_syntax(const ChatBuilder *b);
+// The builder's syntax: toolcall_render_call/_result/_error (Gemma 3) or
 // their _gemma4 forms; toolcall_parse or toolcall_parse_gemma4.
 char *chat_render_call(const ChatBuilder *b, const char *name, const cJSON *arguments, FimiError *err);
 char *chat_render_result(const ChatBuilder *b, const char *name, const cJSON *result, FimiError *err);
 char *chat_render_error(const ChatBuilder *b, const char *name, const char *message, FimiError *err);
 ToolCallKind chat_parse_model_turn(const ChatBuilder *b, const char *text, size_t len, ToolCallParse *out);
 
-// The environment, rollouts and DPO pairs exchange tool calls in fimi's
-// JSON syntax (section 8 of docs/chat-format.md): who refuses a Gemma 4
-// builder with this error instead of parsing its native calls as messages.
-int chat_require_json_tools(const ChatBuilder *b, const char *who, FimiError *err);
 // Gemma 4's system turn: instructions, then one <|tool>declaration:...<tool|>
 // per tool (names checked as chat_tool_catalog_text does). Malloc'd.
 char *chat_system_text_gemma4(const char *instructions, const cJSON *tools, FimiError *err);

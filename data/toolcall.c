@@ -819,3 +819,65 @@ char *toolcall_render_declaration_gemma4(const char *name, const char *descripti
   if (!s) fimi_fail_wrap(err, "tool declaration %s", name);
   return s;
 }
+
+// ----------------------------------------------------------------------------
+// by syntax
+
+const char *toolcall_syntax_name(ToolCallSyntax syntax) {
+  switch (syntax) {
+    case TOOLCALL_SYNTAX_JSON: return "json";
+    case TOOLCALL_SYNTAX_GEMMA4: return "gemma4";
+    default: return NULL;
+  }
+}
+
+static int bad_syntax(ToolCallSyntax syntax, FimiError *err) {
+  return fimi_fail(err, "tool-call syntax %d is neither json nor gemma4", (int)syntax);
+}
+
+ToolCallKind toolcall_parse_syntax(ToolCallSyntax syntax, const char *text, size_t len, ToolCallParse *out) {
+  if (syntax == TOOLCALL_SYNTAX_JSON) return toolcall_parse(text, len, out);
+  if (syntax == TOOLCALL_SYNTAX_GEMMA4) return toolcall_parse_gemma4(text, len, out);
+  memset(out, 0, sizeof *out);
+  out->kind = TOOLCALL_ERROR;
+  out->error = TOOLCALL_ERR_INVALID_SYNTAX;
+  snprintf(out->message, sizeof out->message, "invalid tool call (%s): unknown tool-call syntax %d",
+           toolcall_error_name(TOOLCALL_ERR_INVALID_SYNTAX), (int)syntax);
+  return TOOLCALL_ERROR;
+}
+
+char *toolcall_render_call_syntax(ToolCallSyntax syntax, const char *name, const cJSON *arguments, FimiError *err) {
+  if (syntax == TOOLCALL_SYNTAX_JSON) return toolcall_render_call(name, arguments, err);
+  if (syntax == TOOLCALL_SYNTAX_GEMMA4) return toolcall_render_call_gemma4(name, arguments, err);
+  bad_syntax(syntax, err);
+  return NULL;
+}
+
+char *toolcall_render_result_syntax(ToolCallSyntax syntax, const char *name, const cJSON *result, FimiError *err) {
+  if (syntax == TOOLCALL_SYNTAX_JSON) return toolcall_render_result(name, result, err);
+  if (syntax == TOOLCALL_SYNTAX_GEMMA4) return toolcall_render_result_gemma4(name, result, err);
+  bad_syntax(syntax, err);
+  return NULL;
+}
+
+char *toolcall_render_error_syntax(ToolCallSyntax syntax, const char *name, const char *message, FimiError *err) {
+  if (syntax == TOOLCALL_SYNTAX_JSON) return toolcall_render_error(name, message, err);
+  if (syntax == TOOLCALL_SYNTAX_GEMMA4) return toolcall_render_error_gemma4(name, message, err);
+  bad_syntax(syntax, err);
+  return NULL;
+}
+
+int toolcall_result_is_error(ToolCallSyntax syntax, const char *text) {
+  if (!text) return 0;
+  if (syntax == TOOLCALL_SYNTAX_GEMMA4) {
+    static const char head[] = "<|tool_response>response:";
+    if (strncmp(text, head, sizeof head - 1) != 0) return 0;
+    const char *p = text + sizeof head - 1;
+    while (*p && *p != '{') p++;
+    return strncmp(p, "{error:", 7) == 0;
+  }
+  cJSON *obj = cJSON_Parse(text);
+  int bad = cJSON_IsObject(obj) && cJSON_GetObjectItemCaseSensitive(obj, "error") != NULL;
+  cJSON_Delete(obj);
+  return bad;
+}

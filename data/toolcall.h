@@ -115,6 +115,25 @@ char *toolcall_render_error_gemma4(const char *name, const char *message, FimiEr
 char *toolcall_render_declaration_gemma4(const char *name, const char *description, const cJSON *parameters,
                                          FimiError *err);
 
+// Which syntax a model exchanges calls in: fimi's JSON (sections 6-8 of
+// docs/chat-format.md) or Gemma 4's native one (section 10). The episode
+// (env/episode.h) takes one; data/chat.h's chat_tool_syntax gives a
+// builder's.
+typedef enum { TOOLCALL_SYNTAX_JSON = 0, TOOLCALL_SYNTAX_GEMMA4 = 1, TOOLCALL_SYNTAX_COUNT } ToolCallSyntax;
+
+// "json", "gemma4"; NULL for an invalid value.
+const char *toolcall_syntax_name(ToolCallSyntax syntax);
+// toolcall_parse or toolcall_parse_gemma4 (an invalid syntax gives an
+// ERROR of kind INVALID_SYNTAX, never a crash).
+ToolCallKind toolcall_parse_syntax(ToolCallSyntax syntax, const char *text, size_t len, ToolCallParse *out);
+// toolcall_render_call/_result/_error or their _gemma4 forms.
+char *toolcall_render_call_syntax(ToolCallSyntax syntax, const char *name, const cJSON *arguments, FimiError *err);
+char *toolcall_render_result_syntax(ToolCallSyntax syntax, const char *name, const cJSON *result, FimiError *err);
+char *toolcall_render_error_syntax(ToolCallSyntax syntax, const char *name, const char *message, FimiError *err);
+// 1 when the text of a tool turn (as the renderers above give it) is an
+// error: JSON {"name":..,"error":..}, Gemma 4 response:NAME{error:...}.
+int toolcall_result_is_error(ToolCallSyntax syntax, const char *text);
+
 // 1 when name is a valid tool name (1..TOOLCALL_MAX_NAME_BYTES bytes of
 // [A-Za-z0-9_.-], not starting with a digit, '.' or '-').
 int toolcall_name_is_valid(const char *name, size_t len);

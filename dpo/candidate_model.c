@@ -73,7 +73,13 @@ int dpo_model_candidate_init(DpoModelCandidate *m, DpoDecoder decoder, const Tok
     rc = fimi_fail(err, "candidate: the tokenizer has %d tokens, the model's vocabulary %d",
                    (int)tokenizer_vocab_size(tok), decoder.vocab_size);
   else if (chat_init(&m->chat, tok, err) != 0) rc = -1;
-  else if (chat_require_json_tools(&m->chat, "dpo pairs", err) != 0) {
+  else if (chat_tool_syntax(&m->chat) != TOOLCALL_SYNTAX_JSON) {
+    // The corpus's reference dialogs carry fimi's JSON instructions and
+    // catalog in their system message, and the pairs keep calls in that
+    // form: a Gemma 4 candidate would be prompted in the wrong syntax.
+    fimi_fail(err, "dpo pairs: the tokenizer has Gemma 4's turn tokens; pairs are built from reference dialogs "
+                   "whose system turn teaches fimi's JSON calls, so a Gemma 4 candidate is refused (rollouts and "
+                   "evaluation run Gemma 4 in its native syntax; docs/chat-format.md section 10)");
     chat_free(&m->chat);
     rc = -1;
   }

@@ -24,20 +24,35 @@ int env_catalog_mode_parse(const char *name, EnvCatalogMode *out, FimiError *err
 
 // Short on purpose: the rules the reward checks (verification, consent,
 // quoting tool values, one call per turn), not a style guide.
+#define INSTRUCTIONS_HEAD                                                                                       \
+  "You are the customer service agent of Navadhan Bank. Help the customer with their request using the tools "  \
+  "below.\n"                                                                                                     \
+  "- Verify the customer with verify_customer before any account action; ask for the details you need, one at a " \
+  "time.\n"                                                                                                      \
+  "- Before an action that carries a charge or cannot be undone, tell the customer the amount and ask them to "   \
+  "confirm.\n"
+#define INSTRUCTIONS_TAIL                                                                                       \
+  "- Tell the customer the values from tool results exactly as the tool returned them.\n"                        \
+  "- If the request is outside what the tools can do, say so; if the customer needs a person, transfer them to a " \
+  "human agent."
+
 static const char INSTRUCTIONS[] =
-    "You are the customer service agent of Navadhan Bank. Help the customer with their request using the tools "
-    "below.\n"
-    "- Verify the customer with verify_customer before any account action; ask for the details you need, one at a "
-    "time.\n"
-    "- Before an action that carries a charge or cannot be undone, tell the customer the amount and ask them to "
-    "confirm.\n"
+    INSTRUCTIONS_HEAD
     "- To call a tool, reply with exactly one <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call> and "
-    "nothing after it; the result comes back in the next turn.\n"
-    "- Tell the customer the values from tool results exactly as the tool returned them.\n"
-    "- If the request is outside what the tools can do, say so; if the customer needs a person, transfer them to a "
-    "human agent.";
+    "nothing after it; the result comes back in the next turn.\n" INSTRUCTIONS_TAIL;
+
+// The same rules with Gemma 4's native call syntax (docs/chat-format.md
+// section 10); its markup becomes Gemma 4's tokens in the system turn.
+static const char INSTRUCTIONS_GEMMA4[] =
+    INSTRUCTIONS_HEAD
+    "- To call a tool, reply with exactly one <|tool_call>call:NAME{key:<|\"|>text<|\"|>,number:5}<tool_call|> and "
+    "nothing after it; the result comes back in the next turn.\n" INSTRUCTIONS_TAIL;
 
 const char *env_agent_instructions(void) { return INSTRUCTIONS; }
+
+const char *env_agent_instructions_syntax(ToolCallSyntax syntax) {
+  return syntax == TOOLCALL_SYNTAX_GEMMA4 ? INSTRUCTIONS_GEMMA4 : INSTRUCTIONS;
+}
 
 // 1 when tool `index` is in the catalog of `task` under `mode`.
 static int shown(const Task *task, EnvCatalogMode mode, int index) {
@@ -76,9 +91,18 @@ oom:
 }
 
 char *env_agent_system_text(const Task *task, EnvCatalogMode mode, FimiError *err) {
+  return env_agent_system_text_syntax(task, mode, TOOLCALL_SYNTAX_JSON, err);
+}
+
+char *env_agent_system_text_syntax(const Task *task, EnvCatalogMode mode, ToolCallSyntax syntax, FimiError *err) {
+  if (!toolcall_syntax_name(syntax)) {
+    fimi_fail(err, "agent prompt: tool-call syntax %d is neither json nor gemma4", (int)syntax);
+    return NULL;
+  }
   cJSON *tools = env_agent_catalog(task, mode, err);
   if (!tools) return NULL;
-  char *text = chat_system_text(INSTRUCTIONS, tools, err);
+  char *text = syntax == TOOLCALL_SYNTAX_GEMMA4 ? chat_system_text_gemma4(INSTRUCTIONS_GEMMA4, tools, err)
+                                                : chat_system_text(INSTRUCTIONS, tools, err);
   cJSON_Delete(tools);
   return text;
 }

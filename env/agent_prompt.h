@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
+#include "data/toolcall.h"
 #include "env/tasks/task.h"
 
 typedef enum { ENV_CATALOG_ALL = 0, ENV_CATALOG_AREA = 1, ENV_CATALOG_FAMILY = 2 } EnvCatalogMode;
@@ -28,12 +29,19 @@ const char *env_catalog_mode_name(EnvCatalogMode mode);
 // Errors name the value and the accepted ones.
 int env_catalog_mode_parse(const char *name, EnvCatalogMode *out, FimiError *err);
 
-// The bank's standing instructions to its agent (static text).
+// The bank's standing instructions to its agent (static text), which show
+// how to call a tool in fimi's JSON syntax; _syntax gives them for either
+// syntax (Gemma 4's shows <|tool_call>call:NAME{...}<tool_call|>).
 const char *env_agent_instructions(void);
+const char *env_agent_instructions_syntax(ToolCallSyntax syntax);
 // The tool schemas the agent is shown for `task` (a JSON array; caller
 // deletes), or NULL with err set.
 cJSON *env_agent_catalog(const Task *task, EnvCatalogMode mode, FimiError *err);
 // instructions + "\n" + catalog (data/chat.h's chat_system_text). Malloc'd.
 char *env_agent_system_text(const Task *task, EnvCatalogMode mode, FimiError *err);
+// The system text for a model that calls tools in `syntax`: JSON gives
+// env_agent_system_text's bytes; Gemma 4 gives its instructions followed by
+// one <|tool>declaration:...<tool|> per tool (chat_system_text_gemma4).
+char *env_agent_system_text_syntax(const Task *task, EnvCatalogMode mode, ToolCallSyntax syntax, FimiError *err);
 
 #endif

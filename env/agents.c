@@ -111,7 +111,7 @@ static int oracle_next(EnvAgent *a, EnvEpisode *ep, char **turn, FimiError *err)
     }
     a->asked_confirm = 0;
     a->next_gold++;
-    return (*turn = toolcall_render_call(g->name, g->arguments, err)) ? 0 : -1;
+    return (*turn = toolcall_render_call_syntax(env_tool_syntax(ep), g->name, g->arguments, err)) ? 0 : -1;
   }
   a->summary_sent = 1;
   return (*turn = oracle_summary(ep, err)) ? 0 : -1;
@@ -142,7 +142,7 @@ static int random_next(EnvAgent *a, EnvEpisode *ep, char **turn, FimiError *err)
   const Task *t = env_episode_task(ep);
   if (!a->verified && t->num_gold > 0 && strcmp(t->gold[0].name, "verify_customer") == 0) {
     a->verified = 1;  // knows how to log in; everything after is random
-    return (*turn = toolcall_render_call(t->gold[0].name, t->gold[0].arguments, err)) ? 0 : -1;
+    return (*turn = toolcall_render_call_syntax(env_tool_syntax(ep), t->gold[0].name, t->gold[0].arguments, err)) ? 0 : -1;
   }
   if (rng_next_u64(&a->rng) % 7 == 0) return (*turn = dup_text("Okay, noted.", err)) ? 0 : -1;
   int index = (int)(rng_next_u64(&a->rng) % (uint64_t)env_tool_count());
@@ -152,7 +152,7 @@ static int random_next(EnvAgent *a, EnvEpisode *ep, char **turn, FimiError *err)
                                                         "properties");
   for (const cJSON *p = props ? props->child : NULL; p; p = p->next)
     if (rng_next_u64(&a->rng) % 4 != 0) cJSON_AddItemToObject(args, p->string, random_value(a, t, p));
-  *turn = toolcall_render_call(env_tool_name(index), args, err);
+  *turn = toolcall_render_call_syntax(env_tool_syntax(ep), env_tool_name(index), args, err);
   cJSON_Delete(args);
   cJSON_Delete(schema);
   return *turn ? 0 : -1;

@@ -166,6 +166,7 @@ struct EnvEpisode {
   int done;
   TaskEnd end;
   char *obs;  // last observation text
+  ToolCallSyntax syntax;  // how the agent's calls are read and results written
   BankPool *pool;
   EnvWorld *world;
 };
@@ -367,11 +368,11 @@ static int step_tool_call(EnvEpisode *ep, ToolCallParse *parse, EnvObservation *
   char *rendered = NULL;
   if (r.ok) {
     cJSON *result = cJSON_Parse(r.text);
-    rendered = result ? toolcall_render_result(parse->name, result, err) : NULL;
+    rendered = result ? toolcall_render_result_syntax(ep->syntax, parse->name, result, err) : NULL;
     if (!result) fimi_fail(err, "env: tool %s returned invalid JSON", parse->name);
     cJSON_Delete(result);
   } else {
-    rendered = toolcall_render_error(parse->name, r.text, err);
+    rendered = toolcall_render_error_syntax(ep->syntax, parse->name, r.text, err);
   }
   tool_result_free(&r);
   if (set_obs(ep, rendered, err) != 0) return -1;
@@ -407,7 +408,7 @@ int env_step(EnvEpisode *ep, const char *turn, size_t len, EnvObservation *obs, 
   if (ep->done) return fimi_fail(err, "env_step: the episode has ended (%s)", task_end_name(ep->end));
   ep->turns_used++;
   ToolCallParse parse;
-  ToolCallKind kind = toolcall_parse(turn ? turn : "", turn ? len : 0, &parse);
+  ToolCallKind kind = toolcall_parse_syntax(ep->syntax, turn ? turn : "", turn ? len : 0, &parse);
   // The raw turn is recorded as sent (capped by the parser's limit).
   size_t keep = len > TOOLCALL_MAX_TEXT_BYTES ? TOOLCALL_MAX_TEXT_BYTES : len;
   int rc = push_turn(ep, kind == TOOLCALL_MESSAGE ? ENV_TURN_AGENT_MESSAGE : ENV_TURN_AGENT_CALL, turn ? turn : "",
@@ -417,7 +418,7 @@ int env_step(EnvEpisode *ep, const char *turn, size_t len, EnvObservation *obs, 
   } else if (rc == 0 && kind == TOOLCALL_MESSAGE) {
     rc = step_message(ep, parse.text, parse.text_len, obs, err);
   } else if (rc == 0) {
-    char *rendered = toolcall_render_error(parse.name[0] ? parse.name : NULL, parse.message, err);
+    char *rendered = toolcall_render_error_syntax(ep->syntax, parse.name[0] ? parse.name : NULL, parse.message, err);
     rc = set_obs(ep, rendered, err);
     obs->kind = ENV_OBS_TOOL;
     if (rc == 0) rc = push_turn(ep, ENV_TURN_TOOL, ep->obs, strlen(ep->obs), err);
@@ -783,6 +784,16 @@ int env_score(EnvEpisode *ep, RewardBreakdown *out, FimiError *err) {
   return reward_compute(&in, out, err);
 }
 
+int env_set_tool_syntax(EnvEpisode *ep, ToolCallSyntax syntax, FimiError *err) {
+  if (!toolcall_syntax_name(syntax)) return fimi_fail(err, "env: tool-call syntax %d is neither json nor gemma4", (int)syntax);
+  if (ep->turns_used > 0 && syntax != ep->syntax)
+    return fimi_fail(err, "env: the tool-call syntax is chosen before the first agent turn (task %s)",
+                     ep->task->id ? ep->task->id : "?");
+  ep->syntax = syntax;
+  return 0;
+}
+
+ToolCallSyntax env_tool_syntax(const EnvEpisode *ep) { return ep->syntax; }
 const Task *env_episode_task(const EnvEpisode *ep) { return ep->task; }
 BankEpisode *env_episode_bank(EnvEpisode *ep) { return ep->bank; }
 int env_episode_turns_used(const EnvEpisode *ep) { return ep->turns_used; }

@@ -7,8 +7,9 @@
 // copy and replay its gold chain (used by the reward and by task families).
 //
 // The agent turn is untrusted model output: it goes through the tool-call
-// parser (data/toolcall.h), and a parse error becomes a tool error the agent
-// reads, never a failure of env_step.
+// parser (data/toolcall.h) of the episode's syntax (env_set_tool_syntax:
+// fimi's JSON by default, or Gemma 4's native calls), and a parse error
+// becomes a tool error the agent reads, never a failure of env_step.
 #ifndef FIMI_ENV_EPISODE_H
 #define FIMI_ENV_EPISODE_H
 
@@ -18,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
+#include "data/toolcall.h"
 #include "env/bank/db.h"
 #include "env/reward.h"
 #include "env/tasks/task.h"
@@ -36,8 +38,9 @@ typedef enum { ENV_OBS_CUSTOMER = 0, ENV_OBS_TOOL = 1 } EnvObservationKind;
 
 typedef struct EnvObservation {
   EnvObservationKind kind;
-  // CUSTOMER: the simulated customer's reply. TOOL: the tool turn content,
-  // {"name":..,"result":..} or {"name":..,"error":"..."} (data/toolcall.h).
+  // CUSTOMER: the simulated customer's reply. TOOL: the tool turn content in
+  // the episode's syntax: {"name":..,"result":..} or {"name":..,"error":"..."}
+  // (JSON), <|tool_response>response:NAME{...}<tool_response|> (Gemma 4).
   // Owned by the episode; valid until the next env_step or env_close.
   const char *text;
   int done;
@@ -57,6 +60,12 @@ typedef struct EnvTurn {
 // valid until the next call).
 int env_open(EnvWorld *world, const Task *task, uint64_t seed, EnvEpisode **out, const char **first_message,
              FimiError *err);
+// The syntax the agent's turns are parsed in and tool turns rendered in
+// (TOOLCALL_SYNTAX_JSON after env_open). Set it before the first env_step;
+// changing it later fails. The reward never depends on it: the same calls
+// in either syntax give the same reward.
+int env_set_tool_syntax(EnvEpisode *ep, ToolCallSyntax syntax, FimiError *err);
+ToolCallSyntax env_tool_syntax(const EnvEpisode *ep);
 // One agent turn (any bytes). Fails only on internal errors (out of memory,
 // a broken database); after done, further steps fail.
 int env_step(EnvEpisode *ep, const char *agent_turn, size_t len, EnvObservation *obs, FimiError *err);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "data/toolcall.h"
 #include "env/reward.h"
 #include "env/tasks/task.h"
 
@@ -30,6 +31,7 @@ typedef struct EnvRequest {
   int64_t episode;   // the caller's id for the episode
   int task;          // open: index into the client's task list
   uint64_t seed;     // open: the simulator's phrasing seed
+  ToolCallSyntax syntax;  // open: the syntax of the agent's calls and the tool turns (0: JSON)
   const char *text;  // step: the agent turn (any bytes; borrowed)
   size_t len;
 } EnvRequest;

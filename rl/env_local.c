@@ -77,6 +77,7 @@ static int local_open(void *ctx, const EnvRequest *req, int n, EnvReply *out, Fi
     FimiError e = {0};
     double t0 = monotonic_seconds();
     int rc = env_open(c->world, task, req[i].seed, &ep, &first, &e);
+    if (rc == 0 && (rc = env_set_tool_syntax(ep, req[i].syntax, &e)) != 0) env_close(ep);
     *c->env_seconds += monotonic_seconds() - t0;
     if (rc != 0) {
       fail_reply(&out[i], task->id, &e);

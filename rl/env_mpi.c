@@ -8,7 +8,8 @@
 // byte order: every rank runs the same binary on the same kind of host):
 //   request (tag ENV_TAG_REQUEST, train -> env):
 //     u32 magic, u32 op (OPEN, STEP, FINISH, BYE), u32 n, then n times
-//     i64 episode, i32 task, u64 seed, u64 len, len bytes of agent turn
+//     i64 episode, i32 task, i32 syntax (open: ToolCallSyntax), u64 seed, u64 len,
+//     len bytes of agent turn
 //   reply (tag ENV_TAG_REPLY, env -> train; none for BYE):
 //     u32 magic, u32 op (the request's, or ERROR), u32 n, f64 env_seconds, then
 //     n times i32 kind, i32 done, i32 end, i32 turns, i32 failed,
@@ -214,6 +215,7 @@ static int mpi_call(MpiClient *c, uint32_t op, const EnvRequest *req, int n, Env
       size_t len = q->text ? q->len : 0;
       put_i64(b, q->episode);
       put_i32(b, q->task);
+      put_i32(b, (int32_t)q->syntax);
       put_u64(b, q->seed);
       put_u64(b, len);
       buf_put(b, q->text, len);
@@ -406,7 +408,8 @@ static void fail_request(EnvReply *out, const char *what, int64_t id, const char
 // One request, as rl/env_local.c answers it; out->text points into the
 // episode (valid until its next call), copied by put_reply right away.
 // Returns -1 only when out of memory.
-static int serve_open(Server *s, int source, int64_t id, int task_index, uint64_t seed, EnvReply *out, FimiError *err) {
+static int serve_open(Server *s, int source, int64_t id, int task_index, int syntax, uint64_t seed, EnvReply *out,
+                      FimiError *err) {
   if (find_served(s, source, id) >= 0) {
     fail_request(out, "open", id, "already open");
     return 0;
@@ -430,6 +433,7 @@ static int serve_open(Server *s, int source, int64_t id, int task_index, uint64_
   FimiError e = {0};
   double t0 = monotonic_seconds();
   int rc = env_open(s->world, task, seed, &ep, &first, &e);
+  if (rc == 0 && (rc = env_set_tool_syntax(ep, (ToolCallSyntax)syntax, &e)) != 0) env_close(ep);
   s->batch_seconds += monotonic_seconds() - t0;
   if (rc != 0) {
     fail_reply(out, task->id, &e);
@@ -548,6 +552,7 @@ static int serve_message(Server *s, Communicator *world, int source, const unsig
   for (uint32_t i = 0; i < n && !scan.bad; i++) {
     get_i64(&scan);
     get_i32(&scan);
+    get_i32(&scan);
     get_u64(&scan);
     take(&scan, (size_t)get_u64(&scan));
   }
@@ -566,13 +571,14 @@ static int serve_message(Server *s, Communicator *world, int source, const unsig
   for (uint32_t i = 0; i < n; i++) {
     int64_t id = get_i64(&r);
     int32_t task = get_i32(&r);
+    int32_t syntax = get_i32(&r);
     uint64_t seed = get_u64(&r);
     size_t text_len = (size_t)get_u64(&r);
     const char *text = take(&r, text_len);
     EnvReply out;
     memset(&out, 0, sizeof out);
     if (op == OP_OPEN) {
-      if (serve_open(s, source, id, task, seed, &out, err) != 0) return -1;
+      if (serve_open(s, source, id, task, syntax, seed, &out, err) != 0) return -1;
       put_reply(b, &out);
     } else if (op == OP_STEP) {
       serve_step(s, source, id, text ? text : "", text_len, &out);

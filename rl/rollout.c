@@ -187,7 +187,7 @@ static RolloutEnd end_from_task(TaskEnd end) {
 
 // The prompt: <bos>, system turn, first customer turn, generation prompt.
 static int build_prompt(Engine *e, Slot *s, const Task *task, const char *first, FimiError *err) {
-  char *system = env_agent_system_text(task, e->c->catalog, err);
+  char *system = env_agent_system_text_syntax(task, e->c->catalog, chat_tool_syntax(&s->chat), err);
   if (!system) return -1;
   chat_reset(&s->chat);
   int rc = chat_begin(&s->chat, err);
@@ -266,7 +266,8 @@ static int fill_slots(Engine *e, int n_jobs, int *next, FimiError *err) {
   int rc = req && rep ? 0 : fimi_fail(err, "rollout: out of memory");
   for (int i = 0; rc == 0 && i < taken; i++) {
     const RolloutJob *job = &e->jobs[*next + i];
-    req[i] = (EnvRequest){.episode = *next + i, .task = job->task, .seed = job->env_seed};
+    req[i] = (EnvRequest){.episode = *next + i, .task = job->task, .seed = job->env_seed,
+                          .syntax = chat_tool_syntax(&e->slots[0].chat)};
   }
   double t0 = monotonic_seconds();
   if (rc == 0) rc = e->env->open(e->env->ctx, req, taken, rep, err);
@@ -337,12 +338,8 @@ static void sample_all(Engine *e) {
 }
 
 // 1 when the observation is a tool turn carrying an error.
-static int is_tool_error(const EnvReply *rep) {
-  if (rep->kind != ENV_REPLY_TOOL) return 0;
-  cJSON *obj = cJSON_Parse(rep->text);
-  int bad = obj && cJSON_GetObjectItemCaseSensitive(obj, "error") != NULL;
-  cJSON_Delete(obj);
-  return bad;
+static int is_tool_error(const Slot *s, const EnvReply *rep) {
+  return rep->kind == ENV_REPLY_TOOL && toolcall_result_is_error(chat_tool_syntax(&s->chat), rep->text);
 }
 
 // Closes a slot's ended turn into the builder; *text gets its decoded text
@@ -359,7 +356,7 @@ static int close_turn(Engine *e, Slot *s, char **text, size_t *len, int *malform
   e->out[s->job].turns++;
   if (tokenizer_decode(e->tok, s->turn, (size_t)(stopped ? n - 1 : n), 0, text, len, err) != 0) return -1;
   ToolCallParse parse;
-  ToolCallKind kind = toolcall_parse(*text, *len, &parse);
+  ToolCallKind kind = chat_parse_model_turn(&s->chat, *text, *len, &parse);
   toolcall_parse_free(&parse);
   *malformed = !stopped || kind == TOOLCALL_ERROR;
   if (kind == TOOLCALL_TOOL_CALL) e->out[s->job].tool_calls++;
@@ -416,7 +413,7 @@ static int step_turns(Engine *e, FimiError *err) {
       mark_end(s, ROLLOUT_END_FAILED);
       continue;
     }
-    r->tool_errors += is_tool_error(&rep[k]);
+    r->tool_errors += is_tool_error(s, &rep[k]);
     ChatRole role = rep[k].kind == ENV_REPLY_TOOL ? CHAT_TOOL : CHAT_USER;
     size_t before = s->chat.ids.len;
     FimiError turn_err = {0};
@@ -557,7 +554,7 @@ static int engine_init(Engine *e, FimiError *err) {
     s->turn = malloc((size_t)c->max_turn_tokens * sizeof *s->turn);
     s->turn_logp = malloc((size_t)c->max_turn_tokens * sizeof *s->turn_logp);
     if (!s->turn || !s->turn_logp) return fimi_fail(err, "rollout: out of memory");
-    if (chat_init(&s->chat, e->tok, err) != 0 || chat_require_json_tools(&s->chat, "rollout", err) != 0) return -1;
+    if (chat_init(&s->chat, e->tok, err) != 0) return -1;
   }
   return 0;
 }

@@ -689,10 +689,7 @@ static void test_gemma4(void) {
   ChatBuilder b;
   FimiError err = {0};
   CHECK(chat_init(&b, tok, &err) == 0 && b.format == CHAT_FORMAT_GEMMA4, "init picks Gemma 4: %s", err.message);
-  CHECK(chat_require_json_tools(&b, "rollout", &err) != 0 && strstr(err.message, "rollout") &&
-            strstr(err.message, "Gemma 4"),
-        "a JSON-only reader refuses a Gemma 4 builder: %s", err.message);
-  memset(&err, 0, sizeof err);
+  CHECK(chat_tool_syntax(&b) == TOOLCALL_SYNTAX_GEMMA4, "a Gemma 4 builder exchanges native calls");
   CHECK(b.specials.start_of_turn == SOT && b.specials.end_of_turn == EOT && b.specials.tool_call_open == TC_OPEN &&
             b.markup[CHAT_G4_QUOTE] == G4_QUOTE && b.markup[CHAT_G4_RESPONSE_CLOSE] == G4_RESP_CLOSE,
         "Gemma 4 ids");
@@ -803,7 +800,7 @@ int main(void) {
   ChatBuilder g3;
   FimiError err = {0};
   CHECK(chat_init(&g3, tok, &err) == 0 && g3.format == CHAT_FORMAT_GEMMA3, "Gemma 3 markers pick Gemma 3");
-  CHECK(chat_require_json_tools(&g3, "rollout", &err) == 0, "a Gemma 3 builder reads JSON calls: %s", err.message);
+  CHECK(chat_tool_syntax(&g3) == TOOLCALL_SYNTAX_JSON, "a Gemma 3 builder exchanges JSON calls");
   cJSON *none = cJSON_CreateObject();
   char *g3_call = chat_render_call(&g3, "f", none, &err);
   CHECK(g3_call && strcmp(g3_call, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>") == 0,
