@@ -574,6 +574,91 @@ static void test_agents(const TaskGenContext *ctx, EnvWorld *world) {
   }
 }
 
+// ---- Gemma 4's native call syntax ----------------------------------------------
+
+// Plays the oracle on t in one episode of `syntax`; *total gets the reward.
+// With `feed` (another episode, same task and seed) each oracle turn is also
+// stepped into feed, unchanged: a turn written for one syntax read in the other.
+static int play_oracle(EnvWorld *world, const Task *t, ToolCallSyntax syntax, EnvEpisode **feed, double *total) {
+  FimiError err = {0};
+  EnvAgent *agent = NULL;
+  EnvEpisode *ep = NULL;
+  const char *first = NULL;
+  int rc = agent_create(AGENT_ORACLE, 5, &agent, &err) || env_open(world, t, 5, &ep, &first, &err) ||
+           env_set_tool_syntax(ep, syntax, &err);
+  EnvObservation obs = {0}, fed = {0};
+  while (rc == 0 && !obs.done) {
+    char *turn = NULL;
+    rc = agent_next(agent, ep, &turn, &err) || env_step(ep, turn, strlen(turn), &obs, &err);
+    if (rc == 0 && feed && *feed && !fed.done) rc = env_step(*feed, turn, strlen(turn), &fed, &err);
+    free(turn);
+  }
+  RewardBreakdown r;
+  if (rc == 0) rc = env_score(ep, &r, &err);
+  *total = rc == 0 ? r.total : -1;
+  CHECK(rc == 0, "oracle (%s) on %s: %s", toolcall_syntax_name(syntax), t->id, err.message);
+  env_close(ep);
+  agent_free(agent);
+  return rc;
+}
+
+// Every family's first task: the oracle scores the same (1.0) writing Gemma
+// 4's native calls in a Gemma 4 episode as JSON calls in a JSON one; the
+// JSON turns read by a Gemma 4 episode are messages, not calls, so tasks that
+// need a tool fall short; a malformed native call is a tool error there; the
+// syntax cannot change after the first step.
+static void test_gemma4_syntax(const TaskGenContext *ctx, EnvWorld *world) {
+  int families = task_family_count(), same = 0, crossed_short = 0, with_tools = 0;
+  for (int f = 0; f < families; f++) {
+    FimiError err = {0};
+    Task t;
+    if (task_generate(ctx, task_family_at(f), 1000, &t, &err) != 0) {
+      CHECK(0, "generate: %s", err.message);
+      continue;
+    }
+    double json = -1, native = -1, crossed = -1;
+    EnvEpisode *g4 = NULL;
+    const char *first = NULL;
+    int opened = env_open(world, &t, 5, &g4, &first, &err) == 0 &&
+                 env_set_tool_syntax(g4, TOOLCALL_SYNTAX_GEMMA4, &err) == 0;
+    CHECK(opened, "open: %s", err.message);
+    if (play_oracle(world, &t, TOOLCALL_SYNTAX_JSON, opened ? &g4 : NULL, &json) == 0 &&
+        play_oracle(world, &t, TOOLCALL_SYNTAX_GEMMA4, NULL, &native) == 0) {
+      same += json == 1.0 && native == json;
+      CHECK(json == 1.0 && native == json, "%s: oracle %g (JSON) vs %g (Gemma 4)", t.id, json, native);
+    }
+    RewardBreakdown r;
+    if (opened && env_score(g4, &r, &err) == 0) crossed = r.total;
+    if (t.num_gold > 0) {
+      with_tools++;
+      crossed_short += crossed < 1.0;
+    }
+    env_close(g4);
+    task_free(&t);
+  }
+  printf("Gemma 4 syntax: oracle equal to JSON at 1.0 on %d/%d families; JSON turns read as Gemma 4 fall short on "
+         "%d/%d families with tool calls\n",
+         same, families, crossed_short, with_tools);
+  CHECK(with_tools > 0 && crossed_short == with_tools, "a JSON call was executed by a Gemma 4 episode");
+
+  Task t;
+  if (make_task(ctx, "fd_paper", 11, &t) != 0) return;
+  FimiError err = {0};
+  EnvEpisode *ep = NULL;
+  const char *first = NULL;
+  EnvObservation obs = {0};
+  const char *bad = "<|tool_call>call:get_balance{account:<|\"|>x}<tool_call|>";
+  CHECK(env_open(world, &t, 3, &ep, &first, &err) == 0 && env_set_tool_syntax(ep, TOOLCALL_SYNTAX_GEMMA4, &err) == 0 &&
+            env_step(ep, bad, strlen(bad), &obs, &err) == 0,
+        "malformed native call: %s", err.message);
+  CHECK(obs.kind == ENV_OBS_TOOL && obs.text && strstr(obs.text, "invalid_syntax") &&
+            toolcall_result_is_error(TOOLCALL_SYNTAX_GEMMA4, obs.text),
+        "malformed native call: a tool error, got %s", obs.text ? obs.text : "(none)");
+  CHECK(env_set_tool_syntax(ep, TOOLCALL_SYNTAX_JSON, &err) != 0, "the syntax changed after a step");
+  env_close(ep);
+  task_free(&t);
+}
+
 int main(void) {
   FimiError err = {0};
   TaskGenContext ctx;
@@ -589,6 +674,7 @@ int main(void) {
   test_budget_and_errors(&ctx, world);
   test_perturbations(&ctx, world);
   test_garbage_turns(&ctx, world);
+  test_gemma4_syntax(&ctx, world);
   test_agents(&ctx, world);
   env_world_free(world);
   task_gen_context_free(&ctx);
