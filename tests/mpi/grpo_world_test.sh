@@ -91,14 +91,14 @@ def rows(run, steps=4):
     r = [json.loads(l) for l in open(os.path.join(work, run, "metrics.jsonl"))]
     assert [x["step"] for x in r] == list(range(1, steps + 1)), run
     return r
-def compare(run, ref, rel):  # every non-timing field; grad_norm (and with rel > 0 all floats) within rel
+def compare(run, ref, rel):  # every non-timing field; grad_norm and loss (sums over ranks) to their last bits (and with rel > 0 all floats) within rel
     worst = 0.0
     for a, b in zip(rows(run), rows(ref)):
         assert sorted(a) == sorted(b), (run, set(a) ^ set(b))
         for k in a:
             if k in timing or k in work_fields: continue
             x, y = a[k], b[k]
-            if (k == "grad_norm" or rel > 1e-12) and isinstance(x, float) and not isinstance(x, bool):
+            if (k in ("grad_norm", "loss") or rel > 1e-12) and isinstance(x, float) and not isinstance(x, bool):
                 d = abs(x - y) / max(1.0, abs(y))
                 assert d <= max(rel, 1e-12), (run, a["step"], k, x, y)
                 worst = max(worst, d)
