@@ -37,9 +37,10 @@
 // recompute 0 or 1. In every build: --dry-run plans GPU memory without one.
 size_t gemma_cuda_activation_bytes(const GemmaConfig *cfg, int N, int recompute);
 
+typedef struct GemmaCudaActs GemmaCudaActs;  // defined in gemma_cuda.c
+
 #ifdef FIMI_HAVE_CUDA
 
-typedef struct GemmaCudaActs GemmaCudaActs;  // defined in gemma_cuda.c
 
 // Which kernels compute attention in training and scoring (the decode
 // kernel is fimi's in both cases): fimi's own (attention.cu, the default) or
