@@ -252,15 +252,20 @@ void zero3_free(Zero3 *z) {
 // ---------------------------------------------------------------------------
 // Weights in and out
 
-static int check_same_config(const Zero3 *z, const GemmaModel *m, const char *what, FimiError *err) {
-  if (m->layer_numel != z->model.layer_numel || m->globals_numel != z->model.globals_numel ||
-      m->config.num_hidden_layers != z->num_layers)
+int zero3_check_full_model(const GemmaModel *m, size_t layer_numel, size_t globals_numel, int num_layers,
+                           const char *what, FimiError *err) {
+  if (m->layer_numel != layer_numel || m->globals_numel != globals_numel || m->config.num_hidden_layers != num_layers)
     return fimi_fail(err, "%s: model shape differs (layer %zu vs %zu floats, globals %zu vs %zu, %d vs %d layers)",
-                     what, m->layer_numel, z->model.layer_numel, m->globals_numel, z->model.globals_numel,
-                     m->config.num_hidden_layers, z->num_layers);
-  for (int l = 0; l < z->num_layers; l++)
+                     what, m->layer_numel, layer_numel, m->globals_numel, globals_numel, m->config.num_hidden_layers,
+                     num_layers);
+  if (!m->globals) return fimi_fail(err, "%s: the full model has no globals", what);
+  for (int l = 0; l < num_layers; l++)
     if (!m->layers[l]) return fimi_fail(err, "%s: layer %d of the full model is not allocated", what, l);
   return 0;
+}
+
+static int check_same_config(const Zero3 *z, const GemmaModel *m, const char *what, FimiError *err) {
+  return zero3_check_full_model(m, z->model.layer_numel, z->model.globals_numel, z->num_layers, what, err);
 }
 
 int zero3_load_full_weights(Zero3 *z, const GemmaModel *src, FimiError *err) {

@@ -141,6 +141,12 @@ int zero3_gpu_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens
 // with per-layer embeddings have 17 (Gemma 3's 13).
 #define ZERO3_MAX_BUFFER_TENSORS 24
 
+// A full host model (a load's source or a gather's target) of the sharded
+// shape: layer_numel, globals_numel, num_layers and every buffer allocated;
+// else an error naming `what` and the difference.
+int zero3_check_full_model(const GemmaModel *m, size_t layer_numel, size_t globals_numel, int num_layers,
+                           const char *what, FimiError *err);
+
 // The AdamW ranges of rank's shard of buffer `layer` (-1: the globals) of m
 // (its tensor table): each tensor's piece in the shard, at its shard offset,
 // with the tensor's weight decay under rules. out holds

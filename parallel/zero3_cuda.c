@@ -194,15 +194,7 @@ void zero3_cuda_free(Zero3Cuda *z) {
 // Weights in and out
 
 static int check_same_shape(const Zero3Cuda *z, const GemmaModel *m, const char *what, FimiError *err) {
-  if (m->layer_numel != z->model.layer_numel || m->globals_numel != z->model.globals_numel ||
-      m->config.num_hidden_layers != z->num_layers)
-    return fimi_fail(err, "%s: model shape differs (layer %zu vs %zu floats, globals %zu vs %zu, %d vs %d layers)",
-                     what, m->layer_numel, z->model.layer_numel, m->globals_numel, z->model.globals_numel,
-                     m->config.num_hidden_layers, z->num_layers);
-  if (!m->globals) return fimi_fail(err, "%s: the full model has no globals", what);
-  for (int l = 0; l < z->num_layers; l++)
-    if (!m->layers[l]) return fimi_fail(err, "%s: layer %d of the full model is not allocated", what, l);
-  return 0;
+  return zero3_check_full_model(m, z->model.layer_numel, z->model.globals_numel, z->num_layers, what, err);
 }
 
 // The working shard as update z->step wrote it from the masters: the
