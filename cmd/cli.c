@@ -42,6 +42,9 @@ static const ConfigField dist_fields[] = {
     {"dist", "unit_size", CONFIG_INT, "1",
      "rows (sft) or pairs (dpo) per ZeRO-3 forward/backward call; results do not depend on the world size for a "
      "given unit_size (docs/training.md)"},
+    {"dist", "device_collectives", CONFIG_STRING, "auto",
+     "collectives of ZeRO-3 across GPUs (fimi train --device cuda under mpirun): nccl, mpi (staged through host "
+     "memory) or auto (nccl where built, else mpi)"},
 };
 
 // Training (train/loop.h, docs/training.md).

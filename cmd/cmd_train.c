@@ -9,7 +9,8 @@
 // units are dist.unit_size rows (SFT) or pairs (DPO) (docs/training.md,
 // "Across ranks").
 // --device cuda trains on one GPU (cmd/train_cuda.h; docs/training.md, "On
-// one GPU"); across ranks on GPUs is not built (it needs NCCL).
+// one GPU"), or under mpirun on one GPU per train rank with the same
+// sharded objectives over parallel/zero3_cuda.h (SFT and DPO; docs/distributed.md).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,8 @@ static void print_train_help(void) {
       "  --dry-run validates the config, prints the plan and the ZeRO-3 memory per rank at a few world\n"
       "  sizes (from train.init's config.json; --unit-tokens N sets the tokens per row) and exits.\n"
       "  --device cuda trains on GPU 0 (bf16 weights, fp32 master weights and AdamW state on the GPU;\n"
-      "  checkpoints are the CPU's format); one process only (no mpirun, no dist.zero3).\n"
+      "  checkpoints are the CPU's format); under mpirun (or with dist.zero3) SFT and DPO run ZeRO-3\n"
+      "  with one GPU per train rank (dist.device_collectives: nccl, mpi or auto).\n"
       "  Keys and defaults: docs/training.md, docs/dpo.md.\n");
 }
 
@@ -87,6 +89,7 @@ typedef struct TrainSetup {
   const char *cuda_attention;  // cuda.attention: "fimi" or "cudnn"
   int zero3;  // dist.zero3
   int64_t unit_size;  // dist.unit_size: rows (sft) or pairs (dpo) per ZeRO-3 call
+  const char *device_collectives;  // dist.device_collectives: auto, nccl or mpi
   Device device;  // --device
   DpoConfig dpo;
   DpoMonitorConfig monitor;
@@ -164,6 +167,11 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
       config_get_bool(c, "dist", "zero3", &t->zero3, err) || read_int(c, "dist", "unit_size", &t->unit_size, err))
     return -1;
   if (t->unit_size < 1 || t->unit_size > 1 << 20) return fimi_fail(err, "dist.unit_size must be in [1, 1048576]");
+  if (!(t->device_collectives = config_get_string(c, "dist", "device_collectives", err))) return -1;
+  if (strcmp(t->device_collectives, "auto") && strcmp(t->device_collectives, "nccl") &&
+      strcmp(t->device_collectives, "mpi"))
+    return fimi_fail(err, "dist.device_collectives: unknown value '%s' (expected auto, nccl or mpi)",
+                     t->device_collectives);
   double shard_mb = 0;
   if (config_get_float(c, "train", "max_shard_mb", &shard_mb, err) != 0) return -1;
   if (!(shard_mb >= 0 && shard_mb <= 1e9)) return fimi_fail(err, "train.max_shard_mb must be in [0, 1e9] (0: one file)");
@@ -431,7 +439,11 @@ static int run_objective(TrainSetup *t, GemmaModel *model, TrainState *state, Cu
 // / (loss tokens of the WHOLE micro-batch), as in train/sft.c, so the
 // gradients match the single-process run; losses are all-reduced.
 typedef struct Sharded {
+  const ShardedModelOps *ops;  // the ZeRO-3 model: s->z (--device cpu) or s->gpu's
+  void *model;                 // ops' context
   Zero3 z;
+  int have_z;
+  CudaSharded *gpu;            // --device cuda
   Communicator *comm;
   SftObjective sft;   // pad_id, max_len, and the whole micro-batch (for counts)
   SftBatch unit;      // one unit: unit_size rows
@@ -460,8 +472,9 @@ static int sharded_units(Sharded *s, const Dataset *ds, const int64_t *rows, int
     SftBatch *b = &s->unit;
     size_t n = (size_t)b->B * (size_t)b->T;
     for (size_t i = 0; i < n; i++) b->dlogprobs[i] = real ? -b->mask[i] * scale : 0.0f;
-    int rc = backward ? zero3_forward_backward(&s->z, b->tokens, b->targets, b->B, b->T, b->dlogprobs, b->logprobs, err)
-                      : zero3_forward(&s->z, b->tokens, b->targets, b->B, b->T, b->logprobs, err);
+    int rc = backward ? s->ops->forward_backward(s->model, b->tokens, b->targets, b->B, b->T, b->dlogprobs,
+                                                 b->logprobs, err)
+                      : s->ops->forward(s->model, b->tokens, b->targets, b->B, b->T, b->logprobs, err);
     if (rc != 0) return fimi_fail_wrap(err, "rank %d, unit %lld", rank, (long long)u);
     if (real)
       for (size_t i = 0; i < n; i++) *mask_logp += (double)b->mask[i] * (double)b->logprobs[i];
@@ -500,38 +513,48 @@ static int sharded_eval_batch(void *ctx, GemmaModel *model, const Dataset *ds, c
   return 0;
 }
 
-// DpoModelOps over the ZeRO-3 model.
+// DpoModelOps / GrpoModelOps over the ZeRO-3 model.
 static int sharded_forward(void *ctx, const int *tokens, const int *targets, int B, int T, float *logprobs,
                            FimiError *err) {
-  return zero3_forward(&((Sharded *)ctx)->z, tokens, targets, B, T, logprobs, err);
+  Sharded *s = ctx;
+  return s->ops->forward(s->model, tokens, targets, B, T, logprobs, err);
 }
 
 static int sharded_backward(void *ctx, const float *dlogprobs, FimiError *err) {
-  return zero3_backward(&((Sharded *)ctx)->z, dlogprobs, err);
+  Sharded *s = ctx;
+  return s->ops->backward(s->model, dlogprobs, err);
 }
 
 static int sharded_all_reduce_sum(void *ctx, double *data, int count, FimiError *err) {
   return comm_all_reduce_f64(((Sharded *)ctx)->comm, data, (size_t)count, COMM_SUM, err);
 }
 
-static void sharded_zero_grad(void *ctx) { zero3_zero_grads(&((Sharded *)ctx)->z); }
+static void sharded_zero_grad(void *ctx) {
+  Sharded *s = ctx;
+  s->ops->zero_grads(s->model);
+}
 
 static int sharded_clip_step(void *ctx, double lr, double max_norm, int update, ClipResult *out, FimiError *err) {
   Sharded *s = ctx;
-  if (update) return zero3_step(&s->z, lr, max_norm, out, err);
+  if (update) return s->ops->step(s->model, lr, max_norm, out, err);
   // A non-finite loss (the same on every rank): no update, norm not computed.
   *out = (ClipResult){.norm = NAN, .scale = 1.0f, .finite = 0, .clipped = 0};
   return 0;
 }
 
 static int sharded_gather(void *ctx, GemmaModel *dst, FimiError *err) {
-  return zero3_gather_full_weights(&((Sharded *)ctx)->z, dst, err);
+  Sharded *s = ctx;
+  return s->ops->gather(s->model, dst, err);
 }
 
-static AdamW *sharded_optimizer(void *ctx) { return &((Sharded *)ctx)->z.opt; }
+static AdamW *sharded_optimizer(void *ctx) {
+  Sharded *s = ctx;
+  return s->ops->optimizer(s->model);
+}
 
 static int sharded_load(void *ctx, const GemmaModel *src, FimiError *err) {
-  return zero3_load_full_weights(&((Sharded *)ctx)->z, src, err);
+  Sharded *s = ctx;
+  return s->ops->load(s->model, src, err);
 }
 
 static int sharded_all_ok(void *ctx, int ok) {
@@ -541,6 +564,26 @@ static int sharded_all_ok(void *ctx, int ok) {
   if (comm_all_reduce_f64(s->comm, &bad, 1, COMM_MAX, &err) != 0) return 0;
   return bad == 0.0;
 }
+
+// The CPU ZeRO-3 model (parallel/zero3.h) as ShardedModelOps.
+static int cpu_forward_backward(void *z, const int *tokens, const int *targets, int B, int T, const float *dlogprobs,
+                                float *logprobs, FimiError *err) {
+  return zero3_forward_backward(z, tokens, targets, B, T, dlogprobs, logprobs, err);
+}
+static int cpu_forward(void *z, const int *tokens, const int *targets, int B, int T, float *logprobs, FimiError *err) {
+  return zero3_forward(z, tokens, targets, B, T, logprobs, err);
+}
+static int cpu_backward(void *z, const float *dlogprobs, FimiError *err) { return zero3_backward(z, dlogprobs, err); }
+static void cpu_zero_grads(void *z) { zero3_zero_grads(z); }
+static int cpu_step(void *z, double lr, double max_norm, ClipResult *out, FimiError *err) {
+  return zero3_step(z, lr, max_norm, out, err);
+}
+static int cpu_gather(void *z, GemmaModel *dst, FimiError *err) { return zero3_gather_full_weights(z, dst, err); }
+static AdamW *cpu_optimizer(void *z) { return &((Zero3 *)z)->opt; }
+static int cpu_load(void *z, const GemmaModel *src, FimiError *err) { return zero3_load_full_weights(z, src, err); }
+
+static const ShardedModelOps cpu_sharded_ops = {cpu_forward_backward, cpu_forward, cpu_backward,  cpu_zero_grads,
+                                                cpu_step,             cpu_gather,  cpu_optimizer, cpu_load};
 
 static const TrainStateOps sharded_ops = {sharded_zero_grad, sharded_clip_step, sharded_gather,
                                           sharded_optimizer, sharded_load,     sharded_all_ok};
@@ -580,6 +623,24 @@ static int sharded_objective(TrainSetup *t, GemmaModel *model, Sharded *s, Train
   return 0;
 }
 
+// The ZeRO-3 model of --device: the CPU's (parallel/zero3.h) or the GPUs'
+// (cmd/train_cuda.h), holding model's weights.
+static int create_sharded_model(TrainSetup *t, GemmaModel *model, const Zero3Config *zc, Sharded *s, FimiError *err) {
+  if (t->device == DEVICE_CUDA) {
+    CudaTrainerOptions options = {t->cuda_attention, t->recompute};
+    if (cuda_sharded_create(&s->gpu, model, zc, s->comm, t->loop.rng_seed, &options, t->device_collectives, &s->ops,
+                            err) != 0)
+      return -1;
+    s->model = s->gpu;
+    return 0;
+  }
+  if (zero3_create(&s->z, &model->config, zc, s->comm, 1, err) != 0) return -1;
+  s->have_z = 1;
+  s->ops = &cpu_sharded_ops;
+  s->model = &s->z;
+  return zero3_load_full_weights(&s->z, model, err);
+}
+
 static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, const Dataset *train,
                        const Dataset *eval, FimiError *err) {
   Sharded *s = fimi_calloc(1, sizeof *s, err);
@@ -593,9 +654,7 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
   zc.recompute = t->recompute;
   TrainObjective obj;
   int rc = sharded_objective(t, model, s, &obj, err);
-  int created = rc == 0 && zero3_create(&s->z, &model->config, &zc, comm, 1, err) == 0;
-  if (rc == 0 && !created) rc = -1;
-  if (rc == 0) rc = zero3_load_full_weights(&s->z, model, err);
+  if (rc == 0) rc = create_sharded_model(t, model, &zc, s, err);
   if (rc == 0) {
     TrainState state;
     train_state_init_sharded(&state, model, &sharded_ops, s, comm->rank, comm->world);
@@ -606,11 +665,13 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
       print_summary(&summary, t->loop.out_dir);
       if (s->grpo) grpo_run_print_summary(s->grpo);
       if (!strcmp(t->objective, "dpo")) print_dpo_summary(&summary, &s->dpo);
-      printf("fimi train: ZeRO-3 across %d rank%s\n", comm->world, comm->world > 1 ? "s" : "");
+      printf("fimi train: ZeRO-3 across %d rank%s%s\n", comm->world, comm->world > 1 ? "s" : "",
+             s->gpu ? ", one GPU each" : "");
     }
     train_state_free(&state);
   }
-  if (created) zero3_free(&s->z);
+  if (s->have_z) zero3_free(&s->z);
+  cuda_sharded_free(s->gpu);
   sft_batch_free(&s->unit);
   sft_objective_free(&s->sft);
   dpo_objective_free(&s->dpo);
@@ -685,10 +746,9 @@ static int run_on_ranks(TrainSetup *setup, const Config *config, Communicator *w
   } else {
     Communicator *train = &roles.role_comm;
     int sharded = setup->zero3 || train->world > 1;
-    if (sharded && setup->device == DEVICE_CUDA)
-      rc = fimi_fail(err, "--device cuda trains on one GPU in one process: ZeRO-3 across %d train rank%s on GPUs "
-                     "needs NCCL, which is not built (run without mpirun, or --device cpu)",
-                     train->world, train->world > 1 ? "s" : "");
+    if (sharded && setup->device == DEVICE_CUDA && setup->is_grpo)
+      rc = fimi_fail(err, "train.objective = grpo with --device cuda runs on one train rank (no dist.zero3): "
+                     "rollouts on ZeRO-3 GPU shards are not built; SFT and DPO run across GPUs");
     else rc = run_training(setup, sharded ? train : NULL, err);
   }
   // Env ranks leave when training is over; a failed train rank aborts all.
@@ -729,11 +789,6 @@ int cmd_train(int argc, char **argv) {
   if (read_setup(&opts.config, &setup, &err) != 0) return cli_fail("train", &err);
   setup.loop.resume_dir = resume;
   setup.device = opts.device;
-  if (setup.device == DEVICE_CUDA && setup.zero3) {
-    fimi_fail(&err, "--device cuda with dist.zero3 = true: ZeRO-3 on GPUs needs NCCL, which is not built "
-              "(set dist.zero3 = false to train on one GPU, or use --device cpu)");
-    return cli_fail("train", &err);
-  }
   if (dry_run) {
     print_plan(&setup);
     GemmaConfig plan_cfg;

@@ -13,7 +13,10 @@
 #include "core/error.h"
 #include "dpo/objective.h"
 #include "model/gemma.h"
+#include "cmd/sharded_model.h"
 #include "optim/adamw.h"
+#include "parallel/comm.h"
+#include "parallel/zero3.h"
 #include "rl/grpo.h"
 #include "train/sft.h"
 #include "train/state.h"
@@ -46,5 +49,21 @@ void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo);
 // Without the CUDA backend: *access zeroed, NULL.
 const GrpoModelOps *cuda_trainer_use_grpo(CudaTrainer *t, int prefill_chunk, GrpoModelAccess *access);
 void cuda_trainer_free(CudaTrainer *t);  // NULL: nothing
+
+// ZeRO-3 across GPUs (`mpirun ... fimi train --device cuda`): one GPU per
+// train rank (its node-local rank among the train ranks of comm, modulo the
+// node's GPUs; more train ranks on a node than GPUs is refused), the device
+// collectives (collectives: "nccl", "mpi" (staged through host memory) or
+// "auto": NCCL where it is built, else MPI; dist.device_collectives) and a
+// Zero3Cuda over model's weights (parallel/zero3_cuda.h), driven through
+// *ops / *ctx (cmd/sharded_model.h). The optimizer the checkpoints save is
+// a host mirror of the shards' moments registered as the CPU ZeRO-3
+// registers its own (same names and shapes), so a checkpoint of either
+// backend resumes on the other at the same world size.
+typedef struct CudaSharded CudaSharded;
+int cuda_sharded_create(CudaSharded **out, const GemmaModel *model, const Zero3Config *config, Communicator *comm,
+                        uint64_t seed, const CudaTrainerOptions *options, const char *collectives,
+                        const ShardedModelOps **ops, FimiError *err);
+void cuda_sharded_free(CudaSharded *s);  // NULL: nothing
 
 #endif

@@ -305,6 +305,18 @@ int comm_barrier(Communicator *comm, FimiError *err) {
   return comm_check_mpi(MPI_Barrier(comm->mpi), "MPI_Barrier", comm, err);
 }
 
+int comm_node_local_rank(Communicator *comm, int *local_rank, int *local_size, FimiError *err) {
+  *local_rank = 0, *local_size = 1;
+  if (check_ready(comm, "node_local_rank", err) != 0) return -1;
+  MPI_Comm node = MPI_COMM_NULL;
+  int rc = comm_check_mpi(MPI_Comm_split_type(comm->mpi, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL, &node),
+                          "MPI_Comm_split_type", comm, err);
+  if (rc == 0) rc = comm_check_mpi(MPI_Comm_rank(node, local_rank), "MPI_Comm_rank", comm, err);
+  if (rc == 0) rc = comm_check_mpi(MPI_Comm_size(node, local_size), "MPI_Comm_size", comm, err);
+  if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+  return rc;
+}
+
 // Lengths first (one uint64 per rank), then the bytes: one MPI_Allgatherv
 // when they fit a message of chunk_bytes, else each rank broadcasts its piece
 // in chunks (comm_broadcast), so any total works.

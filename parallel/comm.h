@@ -78,6 +78,9 @@ int comm_all_reduce_f64(Communicator *comm, double *data, size_t count, CommOp o
 // bytes from rank root to all ranks.
 int comm_broadcast(Communicator *comm, void *data, size_t bytes, int root, FimiError *err);
 int comm_barrier(Communicator *comm, FimiError *err);
+// This rank's index among the ranks of comm on its node (shared memory),
+// and how many there are: picks one GPU per rank on a node. Collective.
+int comm_node_local_rank(Communicator *comm, int *local_rank, int *local_size, FimiError *err);
 // Every rank's `bytes` bytes of `mine` to every rank, lengths not known in
 // advance: counts (world entries, the caller's array) gets each rank's length
 // and *all a new buffer (free() it; never NULL on success) with the pieces

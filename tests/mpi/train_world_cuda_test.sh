@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# tests/mpi/train_world_cuda_test.sh: `fimi train --device cuda` across MPI
+# ranks, one GPU per train rank (parallel/zero3_cuda.h through
+# cmd/train_cuda.h), run by fimi_standin (the whole CLI on the host stand-in
+# of the CUDA op layer, tests/standin/) with the MPI device collectives
+# standing in for NCCL, on a 2-layer Gemma 3 with head_dim 64. SFT (configs/tiny-cpu-sft.ini, 12 steps, 6 rows a
+# micro-batch) under mpirun -np 1 (dist.zero3), 2 and 4, and DPO
+# (configs/tiny-cpu-dpo.ini, 8 steps) at -np 1 and 2. Checks:
+# - the final weights are bitwise equal at every world size (the owner adds
+#   units in a fixed order in double), and the per-step losses within 1e-6
+#   (a loss is a sum over ranks: last bits); at world 1 with one unit a step
+#   they equal the one-GPU (no ZeRO-3) run's bitwise;
+# - the GPU runs follow the CPU ZeRO-3 run of the same config within the
+#   stand-in's bf16 tolerance (losses 2e-2 relative, weights 2e-2 absolute:
+#   bf16 working weights, 8 significant bits, against fp32);
+# - -np 2 stopped at step 6 and resumed equals the straight run bitwise, and
+#   its checkpoint (one optimizer shard per rank, the CPU's format) resumes
+#   on the CPU backend at -np 2;
+# - dist.device_collectives = nccl is refused on the stand-in, GRPO across
+#   GPU ranks is refused with a message.
+# Usage: train_world_cuda_test.sh PATH/TO/fimi_standin
+set -uo pipefail
+FIMI="$1"
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+source "$SRC/tests/mpi/lib_mpi_train.sh"
+SFT_CONFIG="$SRC/configs/tiny-cpu-sft.ini"
+DPO_CONFIG="$SRC/configs/tiny-cpu-dpo.ini"
+SFT=(train --config "$SFT_CONFIG" --set train.init="$D/init" --set data.train="$D/train.h5" --set data.eval=
+     --set train.progress=false --set train.steps=12 --set train.save_every=0 --set train.eval_every=0
+     --set train.micro_batch=6 --set train.grad_accum=1)
+
+make_tiny_tokenizer "$D"
+tokenize_tiny sft "$D"
+# A small Gemma 3 with head_dim 64 (the CUDA attention's smallest): hidden
+# 128, 2 heads, 1 KV head, a sliding (window 8) and a global layer.
+cat >"$D/gemma3.json" <<'EOF'
+{"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": 600, "hidden_size": 128,
+ "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+ "head_dim": 64, "query_pre_attn_scalar": 64, "sliding_window": 8, "max_position_embeddings": 2048,
+ "layer_types": ["sliding_attention", "full_attention"], "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0}
+EOF
+expect_ok "init" "$FIMI" init --config "$SFT_CONFIG" --set model.config_json="$D/gemma3.json" \
+  --tokenizer "$D/tokenizer.json" --out "$D/init"
+
+expect_ok "CPU ZeRO-3 -np 2" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${SFT[@]}" --set train.out_dir="$WORK/cpu2"
+expect_ok "GPU -np 1, dist.zero3" "$MPIEXEC" --oversubscribe -np 1 "$FIMI" "${SFT[@]}" --device cuda \
+  --set dist.zero3=true --set train.out_dir="$WORK/gpu1"
+for np in 2 4; do
+  expect_ok "GPU -np $np" "$MPIEXEC" --oversubscribe -np "$np" "$FIMI" "${SFT[@]}" --device cuda \
+    --set train.out_dir="$WORK/gpu$np"
+  expect_true "-np $np: ZeRO-3 on GPUs reported" grep -q "ZeRO-3 across $np ranks, one GPU each" "$WORK/out"
+done
+for np in 2 4; do
+  expect_true "SFT: GPU -np $np weights bitwise equal to -np 1" \
+    cmp "$WORK/gpu1/step_000012/model.safetensors" "$WORK/gpu$np/step_000012/model.safetensors"
+done
+# One unit a step (dist.unit_size = the micro-batch) at world 1 is the
+# one-GPU train state's run (train/state_cuda.h), bitwise.
+expect_ok "one GPU, no ZeRO-3" "$FIMI" "${SFT[@]}" --device cuda --set train.out_dir="$WORK/one"
+expect_ok "GPU -np 1, dist.zero3, unit_size 6" "$MPIEXEC" --oversubscribe -np 1 "$FIMI" "${SFT[@]}" --device cuda \
+  --set dist.zero3=true --set dist.unit_size=6 --set train.out_dir="$WORK/gpu1u6"
+expect_true "ZeRO-3 at world 1 with one unit a step equals the one-GPU run, bitwise" \
+  cmp "$WORK/one/step_000012/model.safetensors" "$WORK/gpu1u6/step_000012/model.safetensors"
+expect_true "-np 4: four optimizer shards" test -f "$WORK/gpu4/step_000012/optimizer-rank00003-of-00004.h5"
+
+# Stop at step 6 and resume, at -np 2; then the same checkpoint on the CPU.
+expect_ok "GPU -np 2 stops at step 6" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${SFT[@]}" --device cuda \
+  --set train.out_dir="$WORK/resume" --set train.save_every=6 --set train.stop_at_step=6
+cp -r "$WORK/resume" "$WORK/resume-cpu"
+expect_ok "GPU -np 2 resumes" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${SFT[@]}" --device cuda \
+  --resume "$WORK/resume" --set train.save_every=6
+expect_true "resumed GPU run: final weights bitwise equal to the straight run" \
+  cmp "$WORK/resume/step_000012/model.safetensors" "$WORK/gpu2/step_000012/model.safetensors"
+expect_ok "the GPU checkpoint resumes on the CPU at -np 2" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${SFT[@]}" \
+  --resume "$WORK/resume-cpu" --set train.save_every=6
+
+# DPO: -np 1 (dist.zero3) and -np 2 on GPUs, against the CPU at -np 2.
+tokenize_tiny dpo "$D" dpo-
+DPO=(train --config "$DPO_CONFIG" --set train.init="$D/init" --set data.train="$D/dpo-train.h5" --set data.eval=
+     --set train.progress=false --set train.steps=8 --set train.save_every=0 --set train.eval_every=0)
+expect_ok "DPO on the CPU -np 2 (adds the reference log-probs)" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${DPO[@]}" \
+  --set train.out_dir="$WORK/dpo-cpu2"
+expect_ok "DPO GPU -np 1, dist.zero3" "$MPIEXEC" --oversubscribe -np 1 "$FIMI" "${DPO[@]}" --device cuda \
+  --set dist.zero3=true --set train.out_dir="$WORK/dpo-gpu1"
+expect_ok "DPO GPU -np 2" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${DPO[@]}" --device cuda \
+  --set train.out_dir="$WORK/dpo-gpu2"
+expect_true "DPO: GPU -np 2 weights bitwise equal to -np 1" \
+  cmp "$WORK/dpo-gpu1/step_000008/model.safetensors" "$WORK/dpo-gpu2/step_000008/model.safetensors"
+
+cat >"$WORK/compare.py" <<'PYEOF'
+import json, os, sys
+import numpy as np
+from safetensors.numpy import load_file
+work = sys.argv[1]
+def run(name, steps):
+    rows = [json.loads(l) for l in open(os.path.join(work, name, "metrics.jsonl"))]
+    assert [r["step"] for r in rows] == list(range(1, steps + 1)), name
+    w = load_file(os.path.join(work, name, "step_%06d" % steps, "model.safetensors"))
+    return np.array([r["loss"] for r in rows]), w
+def weight_diff(a, b):
+    assert sorted(a) == sorted(b)
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+for prefix, steps, cpu, gpus in [("", 12, "cpu2", ["gpu1", "gpu2", "gpu4", "resume"]),
+                                 ("dpo-", 8, "dpo-cpu2", ["dpo-gpu1", "dpo-gpu2"])]:
+    l_cpu, w_cpu = run(cpu, steps)
+    l_ref, w_ref = run(gpus[0], steps)
+    assert abs(l_ref[0] - l_ref[-1]) > 1e-3, l_ref  # it trains
+    for name in gpus:
+        l, w = run(name, steps)
+        same = float(np.max(np.abs(l - l_ref) / np.abs(l_ref)))
+        assert same <= 1e-6, (name, same, l, l_ref)
+        rel = float(np.max(np.abs(l - l_cpu) / np.abs(l_cpu)))
+        wd = weight_diff(w, w_cpu)
+        assert rel <= 2e-2 and wd <= 2e-2, (name, rel, wd, l, l_cpu)
+        print(f"{name}: losses vs {gpus[0]} {same:.1e}, vs CPU ZeRO-3 {rel:.2e} (rel), weights vs CPU {wd:.2e}")
+PYEOF
+expect_ok "losses across worlds and against the CPU" "$PY" "$WORK/compare.py" "$WORK"
+cat "$WORK/out"
+
+expect_fail "dist.device_collectives = nccl needs NCCL" "no NCCL" \
+  "$MPIEXEC" --oversubscribe -np 1 "$FIMI" "${SFT[@]}" --device cuda --set dist.zero3=true \
+  --set dist.device_collectives=nccl --set train.out_dir="$WORK/nccl"
+expect_fail "GRPO across GPU ranks is refused" "rollouts on ZeRO-3 GPU shards are not built" \
+  "$MPIEXEC" --oversubscribe -np 1 "$FIMI" train --config "$SRC/configs/tiny-cpu-grpo.ini" --device cuda \
+  --set dist.zero3=true --set train.init="$D/init" --set train.out_dir="$WORK/grpo"
+cli_summary
