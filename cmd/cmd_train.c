@@ -10,7 +10,7 @@
 // "Across ranks").
 // --device cuda trains on one GPU (cmd/train_cuda.h; docs/training.md, "On
 // one GPU"), or under mpirun on one GPU per train rank with the same
-// sharded objectives over parallel/zero3_cuda.h (SFT and DPO; docs/distributed.md).
+// sharded objectives over parallel/zero3_cuda.h (docs/distributed.md).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +44,7 @@ static void print_train_help(void) {
       "  --dry-run validates the config, prints the plan and the ZeRO-3 memory per rank at a few world\n"
       "  sizes (from train.init's config.json; --unit-tokens N sets the tokens per row) and exits.\n"
       "  --device cuda trains on GPU 0 (bf16 weights, fp32 master weights and AdamW state on the GPU;\n"
-      "  checkpoints are the CPU's format); under mpirun (or with dist.zero3) SFT and DPO run ZeRO-3\n"
+      "  checkpoints are the CPU's format); under mpirun (or with dist.zero3) it runs ZeRO-3\n"
       "  with one GPU per train rank (dist.device_collectives: nccl, mpi or auto).\n"
       "  Keys and defaults: docs/training.md, docs/dpo.md.\n");
 }
@@ -655,6 +655,7 @@ static int run_sharded(TrainSetup *t, GemmaModel *model, Communicator *comm, con
   TrainObjective obj;
   int rc = sharded_objective(t, model, s, &obj, err);
   if (rc == 0) rc = create_sharded_model(t, model, &zc, s, err);
+  if (rc == 0 && s->grpo && s->gpu) cuda_sharded_use_grpo(s->gpu, t->grpo.prefill_chunk, &s->grpo->objective.access);
   if (rc == 0) {
     TrainState state;
     train_state_init_sharded(&state, model, &sharded_ops, s, comm->rank, comm->world);
@@ -746,10 +747,7 @@ static int run_on_ranks(TrainSetup *setup, const Config *config, Communicator *w
   } else {
     Communicator *train = &roles.role_comm;
     int sharded = setup->zero3 || train->world > 1;
-    if (sharded && setup->device == DEVICE_CUDA && setup->is_grpo)
-      rc = fimi_fail(err, "train.objective = grpo with --device cuda runs on one train rank (no dist.zero3): "
-                     "rollouts on ZeRO-3 GPU shards are not built; SFT and DPO run across GPUs");
-    else rc = run_training(setup, sharded ? train : NULL, err);
+    rc = run_training(setup, sharded ? train : NULL, err);
   }
   // Env ranks leave when training is over; a failed train rank aborts all.
   FimiError barrier_err = {0};

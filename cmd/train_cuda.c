@@ -123,6 +123,9 @@ struct CudaSharded {
 #endif
   int have_coll, have_z;
   Zero3Cuda z;
+  GemmaCudaModel decode;  // GRPO: the whole bf16 model the rollouts sample from
+  int have_decode, grpo_prefill_chunk;
+  const char *attention;  // cuda.attention, for the decode model too
   AdamW mirror;        // the shards' moments and step, for checkpoints
   float *mirror_param;  // (largest shard) what adamw_add_buffer wants as param/grad; never read
 };
@@ -237,6 +240,25 @@ static int sharded_gpu_load(void *ctx, const GemmaModel *src, FimiError *err) {
   return zero3_cuda_load_full_weights(&s->z, src, err);
 }
 
+// GRPO's rollout policy: the working shards gathered into the decode model.
+static int sharded_gpu_make_policy(void *ctx, TrainState *ts, int slots, int capacity, RolloutPolicy *out,
+                                   FimiError *err) {
+  CudaSharded *s = ctx;
+  (void)ts;
+  if (!s->have_decode) {
+    if (gemma_cuda_create(&s->decode, &s->z.model.config, s->ctx, err) != 0) return -1;
+    s->have_decode = 1;
+    if (gemma_cuda_set_attention(&s->decode, s->attention, err) != 0) return -1;
+  }
+  if (zero3_cuda_gather_working(&s->z, &s->decode, err) != 0) return -1;
+  return rollout_policy_cuda_create(out, &s->decode, slots, capacity, s->grpo_prefill_chunk, err);
+}
+
+void cuda_sharded_use_grpo(CudaSharded *s, int prefill_chunk, GrpoModelAccess *access) {
+  s->grpo_prefill_chunk = prefill_chunk;
+  *access = (GrpoModelAccess){sharded_gpu_make_policy, gpu_free_policy, s};
+}
+
 static const ShardedModelOps sharded_gpu_ops = {
     sharded_gpu_forward_backward, sharded_gpu_forward, sharded_gpu_backward,  sharded_gpu_zero_grads,
     sharded_gpu_step,             sharded_gpu_gather,  sharded_gpu_optimizer, sharded_gpu_load};
@@ -254,6 +276,7 @@ int cuda_sharded_create(CudaSharded **out, const GemmaModel *model, const Zero3C
   if (rc == 0) rc = open_collectives(s, comm, device, collectives, err);
   if (rc == 0) rc = zero3_cuda_create(&s->z, model, config, comm, &s->coll, s->ctx, seed, err);
   s->have_z = rc == 0;
+  s->attention = options->attention;
   if (rc == 0) rc = gemma_cuda_set_attention(&s->z.model, options->attention, err);
   if (rc == 0) rc = register_shard_mirror(s, &config->adamw, err);
   if (rc != 0) {
@@ -270,6 +293,7 @@ int cuda_sharded_create(CudaSharded **out, const GemmaModel *model, const Zero3C
 
 void cuda_sharded_free(CudaSharded *s) {
   if (!s) return;
+  if (s->have_decode) gemma_cuda_free(&s->decode);
   if (s->have_z) zero3_cuda_free(&s->z);
   if (s->have_coll) device_collectives_free(&s->coll);
 #ifdef FIMI_TRAIN_NCCL
@@ -309,5 +333,9 @@ int cuda_sharded_create(CudaSharded **out, const GemmaModel *model, const Zero3C
 }
 
 void cuda_sharded_free(CudaSharded *s) { (void)s; }
+void cuda_sharded_use_grpo(CudaSharded *s, int prefill_chunk, GrpoModelAccess *access) {
+  (void)s, (void)prefill_chunk;
+  memset(access, 0, sizeof *access);
+}
 
 #endif

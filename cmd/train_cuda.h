@@ -50,7 +50,8 @@ void cuda_trainer_use_dpo(CudaTrainer *t, DpoObjective *dpo);
 const GrpoModelOps *cuda_trainer_use_grpo(CudaTrainer *t, int prefill_chunk, GrpoModelAccess *access);
 void cuda_trainer_free(CudaTrainer *t);  // NULL: nothing
 
-// ZeRO-3 across GPUs (`mpirun ... fimi train --device cuda`): one GPU per
+// ZeRO-3 across GPUs (`mpirun ... fimi train --device cuda`; SFT, DPO and
+// GRPO): one GPU per
 // train rank (its node-local rank among the train ranks of comm, modulo the
 // node's GPUs; more train ranks on a node than GPUs is refused), the device
 // collectives (collectives: "nccl", "mpi" (staged through host memory) or
@@ -65,5 +66,11 @@ int cuda_sharded_create(CudaSharded **out, const GemmaModel *model, const Zero3C
                         uint64_t seed, const CudaTrainerOptions *options, const char *collectives,
                         const ShardedModelOps **ops, FimiError *err);
 void cuda_sharded_free(CudaSharded *s);  // NULL: nothing
+// GRPO's rollouts on the GPU shards: *access (grpo_objective's) makes each
+// step's rollout policy over a whole bf16 decode model on this rank's GPU
+// (allocated at the first step and kept: the full model's bf16 weights once
+// more per GPU), filled by gathering the working shards
+// (zero3_cuda_gather_working): the weights the loss scores with.
+void cuda_sharded_use_grpo(CudaSharded *s, int prefill_chunk, GrpoModelAccess *access);
 
 #endif

@@ -242,6 +242,21 @@ int zero3_cuda_gather_full_weights(Zero3Cuda *z, GemmaModel *dst, FimiError *err
   return rc == 0 ? 0 : fimi_fail_wrap(err, "zero3_cuda_gather_full_weights");
 }
 
+int zero3_cuda_gather_working(Zero3Cuda *z, GemmaCudaModel *dst, FimiError *err) {
+  if (dst->hooks || dst->num_params != z->model.num_params || dst->layer_numel != z->model.layer_numel)
+    return fimi_fail(err, "zero3_cuda_gather_working: the target is not a whole model of the same config");
+  size_t g = z->model.globals_numel, n = z->model.layer_numel;
+  cuda_copy_rows(z->ctx, dst->params, g * sizeof(bf16), z->model.params, g * sizeof(bf16), g * sizeof(bf16), 1);
+  // A gather fills `padded` elements: through a work buffer, then the layer's own.
+  for (int l = 0; l < z->num_layers; l++) {
+    if (start_gather(z, 0, l, err) != 0 || z->coll->wait(z->coll->impl, 0, err) != 0)
+      return fimi_fail_wrap(err, "zero3_cuda_gather_working");
+    cuda_copy_rows(z->ctx, dst->params + g + (size_t)l * n, n * sizeof(bf16), z->work[0], n * sizeof(bf16),
+                   n * sizeof(bf16), 1);
+  }
+  return cuda_context_sync(z->ctx, err);
+}
+
 int zero3_cuda_download_moments(Zero3Cuda *z, int b, float *exp_avg, float *exp_avg_sq, FimiError *err) {
   if (b < 0 || b > z->num_layers) return fimi_fail(err, "zero3 (GPU): no buffer %d", b);
   Zero3CudaBuffer *buf = buffer_at(z, b);

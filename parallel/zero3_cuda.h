@@ -6,7 +6,8 @@
 // zero3_cuda_zero_grads, zero3_cuda_forward_backward (SFT-style),
 // zero3_cuda_forward + zero3_cuda_backward (DPO/GRPO-style),
 // zero3_cuda_step, zero3_cuda_gather_full_weights and
-// zero3_cuda_load_full_weights (checkpoints), and the shard moments.
+// zero3_cuda_load_full_weights (checkpoints), the shard moments, and
+// zero3_cuda_gather_working (a whole bf16 model for decoding).
 //
 // What each GPU holds (zero3_gpu_memory_estimate in zero3.h):
 // - every layer and the globals (embedding + final norm) one flat buffer in
@@ -113,6 +114,13 @@ int zero3_cuda_load_full_weights(Zero3Cuda *z, const GemmaModel *src, FimiError 
 // Collective: the full fp32 masters into dst (same config, layers
 // allocated) on every rank.
 int zero3_cuda_gather_full_weights(Zero3Cuda *z, GemmaModel *dst, FimiError *err);
+
+// Collective: the bf16 working weights whole into dst (a whole, unsharded
+// GemmaCudaModel of the same config, on z's device): the globals' replicated
+// copy and every layer's working shards gathered. What the sharded model
+// computes with, so a decode model built this way (GRPO's rollouts) samples
+// from exactly the weights the loss then scores.
+int zero3_cuda_gather_working(Zero3Cuda *z, GemmaCudaModel *dst, FimiError *err);
 
 void zero3_cuda_zero_grads(Zero3Cuda *z);
 // As zero3_forward_backward / zero3_forward / zero3_backward (host arrays).

@@ -16,8 +16,15 @@
 # - -np 2 stopped at step 6 and resumed equals the straight run bitwise, and
 #   its checkpoint (one optimizer shard per rank, the CPU's format) resumes
 #   on the CPU backend at -np 2;
-# - dist.device_collectives = nccl is refused on the stand-in, GRPO across
-#   GPU ranks is refused with a message.
+# - GRPO (rollouts on a decode model gathered from the working shards), 4
+#   steps at -np 1 (dist.zero3) and 2: the same sampled episodes (rewards,
+#   tokens), losses within 1e-5, weights within 1e-3 of the largest update.
+#   Not bitwise: a rank decodes its own share of the rollouts at once, and
+#   the GPU's batched decode is not row-invariant (the CPU's
+#   rollout.row_invariant has no GPU counterpart), so the sampling-time
+#   log-probs differ in their last bits (measured: losses 4e-8 relative,
+#   weights 7e-8 against an update of 1.3e-3);
+# - dist.device_collectives = nccl is refused on the stand-in.
 # Usage: train_world_cuda_test.sh PATH/TO/fimi_standin
 set -uo pipefail
 FIMI="$1"
@@ -120,7 +127,45 @@ cat "$WORK/out"
 expect_fail "dist.device_collectives = nccl needs NCCL" "no NCCL" \
   "$MPIEXEC" --oversubscribe -np 1 "$FIMI" "${SFT[@]}" --device cuda --set dist.zero3=true \
   --set dist.device_collectives=nccl --set train.out_dir="$WORK/nccl"
-expect_fail "GRPO across GPU ranks is refused" "rollouts on ZeRO-3 GPU shards are not built" \
-  "$MPIEXEC" --oversubscribe -np 1 "$FIMI" train --config "$SRC/configs/tiny-cpu-grpo.ini" --device cuda \
-  --set dist.zero3=true --set train.init="$D/init" --set train.out_dir="$WORK/grpo"
+
+# GRPO: rollouts on each rank's decode model gathered from the working
+# shards, the loss on the shards. A CPU SFT warm start on oracle transcripts
+# (some groups differ in reward), then 4 steps of 2 tasks x 4 rollouts.
+G="$D/grpo"
+mkdir -p "$G"
+expect_ok "grpo tasks" "$FIMI" env sample --family kyc_status_check --n 8 --seed 1 --out "$G/train.jsonl"
+expect_ok "grpo transcripts" "$FIMI" env transcripts --task-file "$G/train.jsonl" --catalog family --out "$G/sft.jsonl"
+expect_ok "grpo tokenizer" "$FIMI" tokenizer train --input "$G/sft.jsonl" --vocab-size 600 --out "$G/tokenizer.json"
+expect_ok "grpo init" "$FIMI" init --config "$SFT_CONFIG" --set model.config_json="$D/gemma3.json" \
+  --tokenizer "$G/tokenizer.json" --out "$G/init"
+expect_ok "grpo sft data" "$FIMI" data tokenize --kind sft --input "$G/sft.jsonl" --tokenizer "$G/tokenizer.json" \
+  --out "$G/sft.h5"
+expect_ok "grpo warm start" "$FIMI" train --config "$SFT_CONFIG" --set data.train="$G/sft.h5" --set data.eval= \
+  --set train.init="$G/init" --set train.out_dir="$G/sft" --set train.steps=10 --set optim.lr=1e-2 \
+  --set optim.schedule=constant --set optim.warmup_steps=0 --set train.progress=false
+GRPO=(train --config "$SRC/configs/tiny-cpu-grpo.ini" --set train.init="$G/sft/step_000010"
+      --set env.tasks="$G/train.jsonl" --set env.val_tasks= --set train.progress=false --set train.steps=4
+      --set train.eval_every=0 --set train.save_every=0 --set grpo.tasks_per_step=2 --set grpo.group_size=4
+      --set train.micro_batch=4 --set train.grad_accum=2 --set grpo.max_turn_tokens=16
+      --set grpo.max_episode_tokens=32 --set rollout.slots=8 --device cuda)
+expect_ok "GRPO GPU -np 1, dist.zero3" "$MPIEXEC" --oversubscribe -np 1 "$FIMI" "${GRPO[@]}" --set dist.zero3=true \
+  --set train.out_dir="$WORK/grpo1"
+expect_ok "GRPO GPU -np 2" "$MPIEXEC" --oversubscribe -np 2 "$FIMI" "${GRPO[@]}" --set train.out_dir="$WORK/grpo2"
+expect_true "GRPO -np 2: ZeRO-3 on GPUs reported" grep -q "ZeRO-3 across 2 ranks, one GPU each" "$WORK/out"
+expect_true "GRPO: -np 1 and 2 sample the same episodes; losses and weights agree, and it trains" "$PY" -c '
+import json, sys
+import numpy as np
+from safetensors.numpy import load_file
+w = sys.argv[1]
+a, b = ([json.loads(l) for l in open(f"{w}/{r}/metrics.jsonl")] for r in ("grpo1", "grpo2"))
+key = lambda r: (r["step"], r["reward_mean"], r["gen_tokens"])
+assert len(a) == len(b) == 4 and [key(r) for r in a] == [key(r) for r in b], (a, b)
+assert all(abs(x["loss"] - y["loss"]) <= 1e-5 * abs(x["loss"]) + 1e-12 for x, y in zip(a, b)), (a, b)
+assert any(r["grad_norm"] > 0 for r in a), a
+wa, wb = (load_file(f"{w}/{r}/step_000004/model.safetensors") for r in ("grpo1", "grpo2"))
+w0 = load_file(sys.argv[2])
+diff = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa)
+moved = max(float(np.max(np.abs(wa[k] - w0[k]))) for k in wa)
+print(f"GRPO -np 1 vs 2: max weight difference {diff:.1e}, largest update {moved:.1e}")
+assert diff <= 1e-3 * moved, (diff, moved)' "$WORK" "$G/sft/step_000010/model.safetensors"
 cli_summary
