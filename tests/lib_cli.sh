@@ -73,6 +73,19 @@ cli_summary() {
   [ "$failures" -eq 0 ]
 }
 
+# write_gemma3_head_dim64 FILE: a config.json for the GPU tests on the host
+# stand-in (the CUDA attention takes head_dim 64, 128 or 256): a small Gemma 3
+# text model, hidden 128, 2 heads, 1 KV head, 2 layers (one sliding with
+# window 8, one global), vocab 600 (make_tiny_tokenizer's).
+write_gemma3_head_dim64() {
+  cat >"$1" <<'EOF'
+{"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": 600, "hidden_size": 128,
+ "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+ "head_dim": 64, "query_pre_attn_scalar": 64, "sliding_window": 8, "max_position_embeddings": 2048,
+ "layer_types": ["sliding_attention", "full_attention"], "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0}
+EOF
+}
+
 make_tiny_tokenizer() {  # make_tiny_tokenizer DIR: a 600-token BPE in DIR/tokenizer.json
   expect_ok "tokenizer" "$FIMI" tokenizer train --input "$SRC/tests/interop/tokenizer_corpus.txt" --vocab-size 600 \
     --out "$1/tokenizer.json"

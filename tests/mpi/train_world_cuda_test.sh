@@ -38,14 +38,7 @@ SFT=(train --config "$SFT_CONFIG" --set train.init="$D/init" --set data.train="$
 
 make_tiny_tokenizer "$D"
 tokenize_tiny sft "$D"
-# A small Gemma 3 with head_dim 64 (the CUDA attention's smallest): hidden
-# 128, 2 heads, 1 KV head, a sliding (window 8) and a global layer.
-cat >"$D/gemma3.json" <<'EOF'
-{"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": 600, "hidden_size": 128,
- "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
- "head_dim": 64, "query_pre_attn_scalar": 64, "sliding_window": 8, "max_position_embeddings": 2048,
- "layer_types": ["sliding_attention", "full_attention"], "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0}
-EOF
+write_gemma3_head_dim64 "$D/gemma3.json"
 expect_ok "init" "$FIMI" init --config "$SFT_CONFIG" --set model.config_json="$D/gemma3.json" \
   --tokenizer "$D/tokenizer.json" --out "$D/init"
 

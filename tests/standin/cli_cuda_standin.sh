@@ -39,14 +39,7 @@ last="step_0000$STEPS"
 
 make_tiny_tokenizer "$D"
 tokenize_tiny sft "$D"
-# A small Gemma 3 text model with head_dim 64: hidden 128, 2 heads, 1 KV head,
-# 2 layers (one sliding with window 8, one global), vocab = the tokenizer's 600.
-cat >"$D/gemma3.json" <<'EOF'
-{"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": 600, "hidden_size": 128,
- "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
- "head_dim": 64, "query_pre_attn_scalar": 64, "sliding_window": 8, "max_position_embeddings": 2048,
- "layer_types": ["sliding_attention", "full_attention"], "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0}
-EOF
+write_gemma3_head_dim64 "$D/gemma3.json"
 # The same shape as gemma2 with its softcaps (attention 50, final 30).
 cat >"$D/gemma2.json" <<'EOF'
 {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": 600, "hidden_size": 128,
