@@ -112,6 +112,9 @@ static const ConfigField grpo_fields[] = {
     {"grpo", "max_malformed", CONFIG_INT, "3", "malformed model turns in a row that end an episode"},
     {"grpo", "val_tasks", CONFIG_INT, "0", "validation tasks scored every train.eval_every steps (0: all of env.val_tasks)"},
     {"grpo", "val_greedy", CONFIG_BOOL, "true", "validation samples greedily (false: like training)"},
+    {"grpo", "log_rollouts", CONFIG_INT, "0",
+     "every N steps write the step's rollouts (ids, loss mask, sampling log-probs, reward, advantage) to "
+     "OUT/rollouts/step_NNNNNN.jsonl (0: never)"},
 };
 
 // The environment GRPO plays (env/, docs/environment.md).

@@ -60,7 +60,7 @@ static int hashed_key(const ConfigField *f) {
     return 0;
   // Validation and rollout scheduling never change the trajectory.
   if (!strcmp(f->section, "env") && !strcmp(f->key, "val_tasks")) return 0;
-  if (!strcmp(f->section, "grpo") && !strncmp(f->key, "val_", 4)) return 0;
+  if (!strcmp(f->section, "grpo") && (!strncmp(f->key, "val_", 4) || !strcmp(f->key, "log_rollouts"))) return 0;
   if (!strcmp(f->section, "rollout") && (!strcmp(f->key, "slots") || !strcmp(f->key, "share_prefix"))) return 0;
   if (!strcmp(f->section, "train"))
     for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)

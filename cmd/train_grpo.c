@@ -35,6 +35,7 @@ int grpo_setup_read(const Config *c, uint64_t seed, GrpoSetup *out, FimiError *e
       config_get_float(c, "grpo", "top_p", &top_p, err) ||
       cli_get_int(c, "grpo", "val_tasks", &g->val_tasks, err) ||
       config_get_bool(c, "grpo", "val_greedy", &g->val_greedy, err) ||
+      cli_get_int(c, "grpo", "log_rollouts", &g->log_rollouts, err) ||
       !(out->tasks_path = config_get_string(c, "env", "tasks", err)) ||
       !(out->val_path = config_get_string(c, "env", "val_tasks", err)) ||
       cli_rollout_settings(c, &g->rollout, &out->row_invariant, &out->prefill_chunk, err))

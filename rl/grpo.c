@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/fileio.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/rng.h"
@@ -48,6 +49,7 @@ int grpo_config_validate(const GrpoConfig *c, FimiError *err) {
   if (c->updates_per_batch < 1 || c->updates_per_batch > 64)
     return fimi_fail(err, "grpo.updates_per_batch must be in [1, 64] (got %d)", c->updates_per_batch);
   if (c->val_tasks < 0) return fimi_fail(err, "grpo.val_tasks must be >= 0");
+  if (c->log_rollouts < 0) return fimi_fail(err, "grpo.log_rollouts must be >= 0 (0: never)");
   if (grpo_loss_config_validate(&c->loss, err) != 0) return -1;
   return rollout_config_validate(&c->rollout, err);
 }
@@ -233,6 +235,68 @@ static int next_tasks(GrpoObjective *g, int64_t *idx, int B, FimiError *err) {
   return 0;
 }
 
+// ---- the rollout log --------------------------------------------------------------------
+
+// One rollout as a JSON object: where it came from, its reward and
+// advantage, and its tokens (ids, the loss mask, the sampling-time log-probs).
+static cJSON *rollout_to_json(const GrpoObjective *g, const Rollout *r, int64_t step, int index, double reward,
+                              double adv) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddNumberToObject(o, "step", (double)step);
+  cJSON_AddNumberToObject(o, "index", index);
+  cJSON_AddStringToObject(o, "task_id", g->tasks->tasks[r->task].id);
+  cJSON_AddNumberToObject(o, "group", r->group);
+  char seed[24];
+  snprintf(seed, sizeof seed, "%016llx", (unsigned long long)r->env_seed);
+  cJSON_AddStringToObject(o, "env_seed", seed);
+  cJSON_AddNumberToObject(o, "reward", reward);
+  cJSON_AddNumberToObject(o, "advantage", adv);
+  cJSON_AddItemToObject(o, "breakdown", reward_to_json(&r->reward));
+  cJSON_AddStringToObject(o, "end", rollout_end_name(r->end));
+  cJSON_AddNumberToObject(o, "turns", r->turns);
+  cJSON_AddNumberToObject(o, "prompt_len", r->prompt_len);
+  cJSON *ids = cJSON_AddArrayToObject(o, "ids"), *mask = cJSON_AddArrayToObject(o, "mask"),
+        *logp = cJSON_AddArrayToObject(o, "logp");
+  for (int t = 0; ids && mask && logp && t < r->len; t++) {
+    cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->ids[t]));
+    cJSON_AddItemToArray(mask, cJSON_CreateNumber(r->mask[t]));
+    cJSON_AddItemToArray(logp, cJSON_CreateNumber(r->logp[t]));
+  }
+  return o;
+}
+
+// OUT/rollouts/step_NNNNNN.jsonl: the step's rollouts, one JSON object a
+// line, written atomically by the first train rank.
+static int log_rollouts(const GrpoObjective *g, int64_t step, const double *rewards, FimiError *err) {
+  char dir[1024], name[32], path[1100];
+  snprintf(name, sizeof name, "step_%06lld.jsonl", (long long)step);
+  if (path_join(dir, sizeof dir, g->out_dir, "rollouts", err) != 0 || dir_create(dir, err) != 0 ||
+      path_join(path, sizeof path, dir, name, err) != 0)
+    return fimi_fail_wrap(err, "grpo.log_rollouts");
+  int n = g->config.tasks_per_step * g->config.group_size;
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  int rc = 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    cJSON *o = rollout_to_json(g, &g->rollouts[i], step, i, rewards[i], g->adv[i]);
+    char *line = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    size_t add = line ? strlen(line) + 1 : 0;
+    if (line && len + add > cap) {
+      size_t want = (len + add) * 2;
+      char *grown = realloc(text, want);
+      if (grown) text = grown, cap = want;
+    }
+    if (!line || len + add > cap) rc = fimi_fail(err, "grpo.log_rollouts: out of memory");
+    else memcpy(text + len, line, add - 1), text[len + add - 1] = '\n', len += add;
+    free(line);
+  }
+  if (rc == 0) rc = file_write_atomic(path, text ? text : "", len, err);
+  free(text);
+  return rc;
+}
+
 static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
   GrpoObjective *g = ctx;
   const GrpoConfig *c = &g->config;
@@ -277,6 +341,8 @@ static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
       g->total_seqs += tokens > 0;
     }
     g->batch_step = step;
+    int first_rank = g->comm ? g->comm->rank == 0 : !g->ops || g->ops->rank == 0;
+    if (c->log_rollouts > 0 && step % c->log_rollouts == 0 && first_rank) rc = log_rollouts(g, step, rewards, err);
   }
   free(idx);
   free(jobs);
@@ -589,6 +655,7 @@ int grpo_objective_init(GrpoObjective *g, const GrpoConfig *config, const GemmaC
   g->rows.kind = DATASET_SFT;
   g->rows.rows = n;
   *obj = (TrainObjective){.name = "grpo", .ctx = g, .train_batch = train_batch, .eval_batch = NULL};
+  g->out_dir = loop->out_dir;
   loop->shuffle = 0;  // rows are the step's rollouts in order
   loop->begin_step = begin_step;
   loop->validate = val && val->count > 0 ? validate_hook : NULL;

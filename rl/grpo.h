@@ -50,6 +50,7 @@ typedef struct GrpoConfig {
   RolloutConfig rollout;     // sampling, budgets, slots, catalog
   int val_tasks;             // grpo.val_tasks: validation tasks scored (0: all)
   int val_greedy;            // grpo.val_greedy: validation samples greedily (1) or like training (0)
+  int log_rollouts;          // grpo.log_rollouts: every N steps write the step's rollouts (0: never)
   uint64_t seed;             // train.seed
 } GrpoConfig;
 
@@ -149,6 +150,7 @@ typedef struct GrpoObjective {
   GrpoRankWork *work;         // (train ranks) the last step's rollouts, per rank
   GrpoRankWork *val_work;     // (train ranks) the last validation's
   int work_ranks;             // entries of work and val_work
+  const char *out_dir;        // the loop's train.out_dir (rollout logs go to OUT/rollouts/)
 } GrpoObjective;
 
 // Sets up the objective and fills obj (train_batch) and the hooks of loop
