@@ -7,13 +7,11 @@
 // in parallel/comm_nccl.h.
 //
 // Ordering (both backends): a collective reads its input after all work the
-// compute stream (the CudaContext's) has been given before the call, and:
-// - all_gather_bf16 may run on while the compute stream goes on; later
-//   compute work sees its output only after wait(ticket). Tickets
-//   0 .. DEVICE_GATHER_TICKETS-1 name the gathers in flight (one per buffer).
-//   The MPI backend completes it inside the call.
-// - all_to_all_f32 is complete for the compute stream when the call returns
-//   (later compute work sees recv; the caller may reuse send right away).
+// compute stream (the CudaContext's) has been given before the call, and
+// may run on while the compute stream goes on: later compute work sees its
+// output (and may overwrite its input) only after wait(ticket). Tickets
+// 0 .. DEVICE_TICKETS-1 name the collectives in flight; a ticket is reused
+// only after its wait. The MPI backend completes each inside its call.
 // Pure data movement both: their results are bitwise the same on every
 // backend. fimi keeps every reduction for the owner to do in a fixed order
 // (parallel/zero3_cuda.h), so nothing here sums.
@@ -29,7 +27,7 @@
 #include "kernels/cuda/ops_cuda.h"
 #include "parallel/comm.h"
 
-#define DEVICE_GATHER_TICKETS 2
+#define DEVICE_TICKETS 4
 
 typedef struct DeviceCollectives {
   const char *backend;  // "mpi" or "nccl"
@@ -37,15 +35,20 @@ typedef struct DeviceCollectives {
   void *impl;           // the backend's state, owned
   // full (world * count, device) = every rank's shard (count, device) in rank order.
   int (*all_gather_bf16)(void *impl, const bf16 *shard, size_t count, bf16 *full, int ticket, FimiError *err);
-  // Later compute work waits for gather `ticket`.
+  // Later compute work waits for collective `ticket`.
   int (*wait)(void *impl, int ticket, FimiError *err);
   // recv[q * count + i] = rank q's send[rank * count + i] (send, recv: world * count, device).
-  int (*all_to_all_f32)(void *impl, const float *send, size_t count, float *recv, FimiError *err);
+  int (*all_to_all_f32)(void *impl, const float *send, size_t count, float *recv, int ticket, FimiError *err);
   void (*free)(void *impl);
 } DeviceCollectives;
 
 // The MPI backend over comm (borrowed, must outlive dc) for ctx's device.
 int device_collectives_mpi(DeviceCollectives *dc, Communicator *comm, CudaContext *ctx, FimiError *err);
+// The same, deferred (tests): each collective's output is poisoned at the
+// call and the collective runs at its wait (or when its ticket is reused),
+// so a read of an output or a write of an input before the wait shows.
+// Every rank must wait in the same order (zero3_cuda's code paths do).
+int device_collectives_mpi_deferred(DeviceCollectives *dc, Communicator *comm, CudaContext *ctx, FimiError *err);
 void device_collectives_free(DeviceCollectives *dc);
 
 #endif  // FIMI_HAVE_CUDA

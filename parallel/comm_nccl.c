@@ -133,10 +133,15 @@ int device_comm_all_to_all(DeviceComm *dc, const void *send, size_t count, void 
 typedef struct NcclCollectives {
   DeviceComm *dc;
   cudaStream_t compute;
-  cudaEvent_t compute_ready;                   // recorded on compute before each collective
-  cudaEvent_t gathered[DEVICE_GATHER_TICKETS];  // recorded on dc->stream after each gather
-  cudaEvent_t exchanged;                       // after each all-to-all
+  cudaEvent_t compute_ready;           // recorded on compute before each collective
+  cudaEvent_t done[DEVICE_TICKETS];    // recorded on dc->stream after collective `ticket`
 } NcclCollectives;
+
+static int check_ticket(int ticket, const char *what, FimiError *err) {
+  if (ticket < 0 || ticket >= DEVICE_TICKETS)
+    return fimi_fail(err, "device %s: ticket %d outside [0, %d)", what, ticket, DEVICE_TICKETS);
+  return 0;
+}
 
 // The collective's stream waits for everything the compute stream has been given.
 static int after_compute(NcclCollectives *n, FimiError *err) {
@@ -146,34 +151,32 @@ static int after_compute(NcclCollectives *n, FimiError *err) {
 
 static int nccl_all_gather_bf16(void *impl, const bf16 *shard, size_t count, bf16 *full, int ticket, FimiError *err) {
   NcclCollectives *n = impl;
-  if (ticket < 0 || ticket >= DEVICE_GATHER_TICKETS)
-    return fimi_fail(err, "device all_gather: ticket %d outside [0, %d)", ticket, DEVICE_GATHER_TICKETS);
-  if (after_compute(n, err) != 0 || device_comm_all_gather(n->dc, shard, count, full, DEVICE_BF16, err) != 0)
+  if (check_ticket(ticket, "all_gather", err) != 0 || after_compute(n, err) != 0 ||
+      device_comm_all_gather(n->dc, shard, count, full, DEVICE_BF16, err) != 0)
     return -1;
-  return check_cuda(cudaEventRecord(n->gathered[ticket], n->dc->stream), "cudaEventRecord", err);
+  return check_cuda(cudaEventRecord(n->done[ticket], n->dc->stream), "cudaEventRecord", err);
 }
 
 static int nccl_wait(void *impl, int ticket, FimiError *err) {
   NcclCollectives *n = impl;
-  if (ticket < 0 || ticket >= DEVICE_GATHER_TICKETS)
-    return fimi_fail(err, "device wait: ticket %d outside [0, %d)", ticket, DEVICE_GATHER_TICKETS);
-  return check_cuda(cudaStreamWaitEvent(n->compute, n->gathered[ticket], 0), "cudaStreamWaitEvent", err);
+  if (check_ticket(ticket, "wait", err) != 0) return -1;
+  return check_cuda(cudaStreamWaitEvent(n->compute, n->done[ticket], 0), "cudaStreamWaitEvent", err);
 }
 
-static int nccl_all_to_all_f32(void *impl, const float *send, size_t count, float *recv, FimiError *err) {
+static int nccl_all_to_all_f32(void *impl, const float *send, size_t count, float *recv, int ticket, FimiError *err) {
   NcclCollectives *n = impl;
-  if (after_compute(n, err) != 0 || device_comm_all_to_all(n->dc, send, count, recv, DEVICE_F32, err) != 0) return -1;
-  if (check_cuda(cudaEventRecord(n->exchanged, n->dc->stream), "cudaEventRecord", err) != 0) return -1;
-  return check_cuda(cudaStreamWaitEvent(n->compute, n->exchanged, 0), "cudaStreamWaitEvent", err);
+  if (check_ticket(ticket, "all_to_all", err) != 0 || after_compute(n, err) != 0 ||
+      device_comm_all_to_all(n->dc, send, count, recv, DEVICE_F32, err) != 0)
+    return -1;
+  return check_cuda(cudaEventRecord(n->done[ticket], n->dc->stream), "cudaEventRecord", err);
 }
 
 static void nccl_collectives_free(void *impl) {
   NcclCollectives *n = impl;
   if (!n) return;
   if (n->compute_ready) cudaEventDestroy(n->compute_ready);
-  for (int t = 0; t < DEVICE_GATHER_TICKETS; t++)
-    if (n->gathered[t]) cudaEventDestroy(n->gathered[t]);
-  if (n->exchanged) cudaEventDestroy(n->exchanged);
+  for (int t = 0; t < DEVICE_TICKETS; t++)
+    if (n->done[t]) cudaEventDestroy(n->done[t]);
   free(n);
 }
 
@@ -186,9 +189,8 @@ int device_collectives_nccl(DeviceCollectives *out, DeviceComm *dc, CudaContext 
   n->compute = (cudaStream_t)cuda_context_stream(ctx);
   // Timing off: these events only order streams.
   int rc = check_cuda(cudaEventCreateWithFlags(&n->compute_ready, cudaEventDisableTiming), "cudaEventCreate", err);
-  for (int t = 0; rc == 0 && t < DEVICE_GATHER_TICKETS; t++)
-    rc = check_cuda(cudaEventCreateWithFlags(&n->gathered[t], cudaEventDisableTiming), "cudaEventCreate", err);
-  if (rc == 0) rc = check_cuda(cudaEventCreateWithFlags(&n->exchanged, cudaEventDisableTiming), "cudaEventCreate", err);
+  for (int t = 0; rc == 0 && t < DEVICE_TICKETS; t++)
+    rc = check_cuda(cudaEventCreateWithFlags(&n->done[t], cudaEventDisableTiming), "cudaEventCreate", err);
   if (rc != 0) {
     nccl_collectives_free(n);
     return -1;

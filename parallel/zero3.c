@@ -397,7 +397,9 @@ int zero3_gpu_memory_estimate(const GemmaConfig *cfg, int world, int unit_tokens
   // accumulator 8, bf16 working copy 2; the replicated bf16 globals (padded:
   // gathered whole) and their per-unit fp32 gradient (padded: sent whole).
   out->state = 26.0 * (Sg + L * S) + 2.0 * Pgp + 4.0 * Pgp;
-  out->buffers = 2.0 * 2.0 * Pl + 4.0 * Pl + 4.0 * maxp;  // 2 gathered bf16 layers, layer gradient, all-to-all receive
+  // 2 gathered bf16 layers, 2 fp32 layer gradients (one computed while the
+  // other is exchanged), the all-to-all receive buffer
+  out->buffers = 2.0 * 2.0 * Pl + 2.0 * 4.0 * Pl + 4.0 * maxp;
   out->activations = (double)gemma_cuda_activation_bytes(cfg, unit_tokens, recompute);
   out->total = out->state + out->buffers + out->activations;
   out->full_model = 4.0 * ((double)goff.numel + L * (double)off.numel);

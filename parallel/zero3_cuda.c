@@ -16,17 +16,45 @@
 // ---------------------------------------------------------------------------
 // Gradients to their owners
 
-// Adds a unit's full gradient of buffer b (spec.padded floats, device, the
-// same layout on every rank) to this rank's accumulator: piece q goes to rank
-// q, and the pieces from ranks 0, 1, ... are added in that order in double.
-// Unit u = call j on rank r with u = j * world + r, so the owner adds units
-// in increasing u (zero3.h).
-static int scatter_accumulate(Zero3Cuda *z, Zero3CudaBuffer *b, const float *full, const char *what, FimiError *err) {
-  size_t n = b->spec.shard_size;
-  if (z->coll->all_to_all_f32(z->coll->impl, full, n, z->recv, err) != 0)
+// Starts the exchange of a unit's full gradient of buffer b (spec.padded
+// floats, device, the same layout on every rank): piece q goes to rank q,
+// into z->recv. Unit u = call j on rank r with u = j * world + r, so the
+// owner, adding the pieces of ranks 0, 1, ... in that order, adds units in
+// increasing u (zero3.h).
+static int start_exchange(Zero3Cuda *z, Zero3CudaBuffer *b, const float *full, int ticket, const char *what,
+                          FimiError *err) {
+  if (z->coll->all_to_all_f32(z->coll->impl, full, b->spec.shard_size, z->recv, ticket, err) != 0)
     return fimi_fail_wrap(err, "zero3 (GPU): scattering the gradient of %s", what);
+  return 0;
+}
+
+// Waits for the exchange with `ticket` and adds its pieces, in rank order in
+// double, to b's accumulator.
+static int finish_exchange(Zero3Cuda *z, Zero3CudaBuffer *b, int ticket, const char *what, FimiError *err) {
+  if (z->coll->wait(z->coll->impl, ticket, err) != 0)
+    return fimi_fail_wrap(err, "zero3 (GPU): the gradient of %s", what);
+  size_t n = b->spec.shard_size;
   for (int q = 0; q < z->comm->world; q++) accumulate_f64_cuda(z->ctx, b->acc, z->recv + (size_t)q * n, n);
   return 0;
+}
+
+// The layer exchange in flight, if any, added to its accumulator.
+static int finish_layer_exchange(Zero3Cuda *z, FimiError *err) {
+  int l = z->exchanging;
+  if (l < 0) return 0;
+  z->exchanging = -1;
+  char what[32];
+  snprintf(what, sizeof what, "layer %d", l);
+  return finish_exchange(z, &z->layers[l], ZERO3_CUDA_EXCHANGE_TICKET, what, err);
+}
+
+// The globals' unit gradient (the model's grads), after the layers': all of
+// it exchanged and added before the call returns.
+static int scatter_globals(Zero3Cuda *z, FimiError *err) {
+  if (finish_layer_exchange(z, err) != 0 ||
+      start_exchange(z, &z->globals, z->model.grads, ZERO3_CUDA_EXCHANGE_TICKET, "the globals", err) != 0)
+    return -1;
+  return finish_exchange(z, &z->globals, ZERO3_CUDA_EXCHANGE_TICKET, "the globals", err);
 }
 
 // ---------------------------------------------------------------------------
@@ -70,24 +98,35 @@ static int hook_before_forward(void *ctx, int layer, const bf16 **params, FimiEr
   return acquire_layer(z, layer, layer + 1 < z->num_layers ? layer + 1 : -1, params, err);
 }
 
+// Layer l's gradient goes to grad_full[l % 2]: the exchange of layer l + 1
+// (the other buffer) may still be reading its own.
 static int hook_before_backward(void *ctx, int layer, const bf16 **params, float **grads, FimiError *err) {
   Zero3Cuda *z = ctx;
   if (acquire_layer(z, layer, layer - 1, params, err) != 0) return -1;
+  float *g = z->grad_full[layer % 2];
+  if (z->exchanging >= 0 && z->exchanging % 2 == layer % 2 && finish_layer_exchange(z, err) != 0) return -1;
   // The backward accumulates: from zero, padding included (it must reduce to 0).
-  cuda_fill_bytes(z->ctx, z->grad_full, 0, z->layers[layer].spec.padded * sizeof(float));
+  cuda_fill_bytes(z->ctx, g, 0, z->layers[layer].spec.padded * sizeof(float));
   z->backward_layer = layer;
-  *grads = z->grad_full;
+  *grads = g;
   return 0;
 }
 
+// The previous layer's exchange is added (its wait comes after this layer's
+// backward was given to the compute stream, so the two overlapped), then
+// this layer's starts.
 static int hook_after_backward(void *ctx, int layer, FimiError *err) {
   Zero3Cuda *z = ctx;
   if (z->backward_layer != layer)
     return fimi_fail(err, "zero3 (GPU): after_backward(%d) without before_backward", layer);
   z->backward_layer = -1;
+  if (finish_layer_exchange(z, err) != 0) return -1;
   char what[32];
   snprintf(what, sizeof what, "layer %d", layer);
-  return scatter_accumulate(z, &z->layers[layer], z->grad_full, what, err);
+  if (start_exchange(z, &z->layers[layer], z->grad_full[layer % 2], ZERO3_CUDA_EXCHANGE_TICKET, what, err) != 0)
+    return -1;
+  z->exchanging = layer;
+  return 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -148,6 +187,7 @@ int zero3_cuda_create(Zero3Cuda *z, const GemmaModel *init, const Zero3Config *c
   z->seed = seed;
   z->adamw = config->adamw;
   z->backward_layer = -1;
+  z->exchanging = -1;
   invalidate_work(z);
   z->num_layers = init->config.num_hidden_layers;
   if (coll->world != comm->world || coll->rank != comm->rank) {
@@ -166,7 +206,8 @@ int zero3_cuda_create(Zero3Cuda *z, const GemmaModel *init, const Zero3Config *c
   size_t max_padded = layer_padded > z->globals.spec.padded ? layer_padded : z->globals.spec.padded;
   for (int s = 0; s < 2; s++)
     if (device_alloc((void **)&z->work[s], layer_padded * sizeof(bf16), err) != 0) goto fail;
-  if (device_alloc((void **)&z->grad_full, layer_padded * sizeof(float), err) != 0 ||
+  if (device_alloc((void **)&z->grad_full[0], layer_padded * sizeof(float), err) != 0 ||
+      device_alloc((void **)&z->grad_full[1], layer_padded * sizeof(float), err) != 0 ||
       device_alloc((void **)&z->recv, max_padded * sizeof(float), err) != 0 ||
       device_alloc((void **)&z->sumsq, (size_t)(z->num_layers + 1) * sizeof(double), err) != 0)
     goto fail;
@@ -184,7 +225,8 @@ void zero3_cuda_free(Zero3Cuda *z) {
   for (int l = 0; l < GEMMA_MAX_LAYERS; l++) buffer_free(&z->layers[l]);
   cuda_free(z->work[0]);
   cuda_free(z->work[1]);
-  cuda_free(z->grad_full);
+  cuda_free(z->grad_full[0]);
+  cuda_free(z->grad_full[1]);
   cuda_free(z->recv);
   cuda_free(z->sumsq);
   memset(z, 0, sizeof *z);
@@ -277,6 +319,13 @@ int zero3_cuda_upload_moments(Zero3Cuda *z, int b, const float *exp_avg, const f
 // Training calls
 
 void zero3_cuda_zero_grads(Zero3Cuda *z) {
+  // A backward that failed may have left an exchange in flight: wait for it
+  // (its data is dropped with the accumulators below).
+  if (z->exchanging >= 0) {
+    FimiError ignored = {0};
+    z->coll->wait(z->coll->impl, ZERO3_CUDA_EXCHANGE_TICKET, &ignored);
+    z->exchanging = -1;
+  }
   for (int b = 0; b <= z->num_layers; b++) {
     Zero3CudaBuffer *buf = buffer_at(z, b);
     cuda_fill_bytes(z->ctx, buf->acc, 0, buf->spec.shard_size * sizeof(double));
@@ -289,7 +338,7 @@ int zero3_cuda_forward_backward(Zero3Cuda *z, const int *tokens, const int *targ
   gemma_cuda_zero_grads(&z->model);  // the globals' unit gradient, padding included
   if (gemma_cuda_forward_backward(&z->model, tokens, targets, B, T, dlogprobs, logprobs, err) != 0)
     return fimi_fail_wrap(err, "zero3_cuda_forward_backward on rank %d", z->comm->rank);
-  return scatter_accumulate(z, &z->globals, z->model.grads, "the globals", err);
+  return scatter_globals(z, err);
 }
 
 int zero3_cuda_forward(Zero3Cuda *z, const int *tokens, const int *targets, int B, int T, float *logprobs,
@@ -303,7 +352,7 @@ int zero3_cuda_backward(Zero3Cuda *z, const float *dlogprobs, FimiError *err) {
   gemma_cuda_zero_grads(&z->model);
   if (gemma_cuda_backward(&z->model, dlogprobs, err) != 0)
     return fimi_fail_wrap(err, "zero3_cuda_backward on rank %d", z->comm->rank);
-  return scatter_accumulate(z, &z->globals, z->model.grads, "the globals", err);
+  return scatter_globals(z, err);
 }
 
 // The squared norm of every shard's rounded gradient, summed on the host in

@@ -24,9 +24,12 @@
 // Schedule: before layer l's forward its gather (issued earlier) is waited
 // for and layer l+1's gather starts into the other buffer, on the NCCL
 // stream while layer l computes (the backward likewise downwards: l, then
-// l-1); right after layer l's backward its unit gradient goes to the shard
-// owners (all-to-all, piece q to rank q) and each owner adds the world
-// pieces in rank order into its double accumulator (accumulate_f64_cuda).
+// l-1); right after layer l's backward its unit gradient starts to the
+// shard owners (all-to-all, piece q to rank q) and runs while layer l-1's
+// backward computes into the other gradient buffer; after that backward the
+// compute stream waits for it and each owner adds the world pieces in rank
+// order into its double accumulator (accumulate_f64_cuda). The globals'
+// gradient, last, is exchanged and added at once.
 //
 // Determinism and world-size invariance, as on the CPU (zero3.h): with the
 // global batch cut into units of a fixed size and unit u given to rank
@@ -76,6 +79,10 @@ typedef struct Zero3CudaBuffer {
   int num_ranges;
 } Zero3CudaBuffer;
 
+// Tickets (parallel/comm_device.h): gathers use 0 and 1 (their work slot),
+// the layer gradient exchange 2.
+#define ZERO3_CUDA_EXCHANGE_TICKET 2
+
 typedef struct Zero3Cuda {
   Communicator *comm;       // borrowed: host collectives (norm, checkpoints)
   DeviceCollectives *coll;  // borrowed: device collectives (gathers, gradients)
@@ -87,10 +94,11 @@ typedef struct Zero3Cuda {
   Zero3CudaBuffer layers[GEMMA_MAX_LAYERS];
   bf16 *work[2];            // device (layer padded) gathered layers
   int work_layer[2];        // layer each holds (-1 none); its gather has ticket = slot
-  float *grad_full;         // device (layer padded) the current layer's unit gradient
+  float *grad_full[2];      // device (layer padded) layer l's unit gradient in grad_full[l % 2]
   float *recv;              // device (max padded) pieces of this rank's shard from every rank
   double *sumsq;            // device (L + 1) squared norms of the shards' gradients
-  int backward_layer;       // layer whose gradient grad_full holds (-1 none)
+  int backward_layer;       // layer whose backward is running (-1 none)
+  int exchanging;           // layer whose gradient exchange is in flight (-1 none; ticket ZERO3_CUDA_EXCHANGE_TICKET)
   AdamWConfig adamw;
   int64_t step;             // AdamW updates done
   uint64_t seed;            // train.seed: the stochastic rounding's stream

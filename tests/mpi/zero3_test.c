@@ -322,7 +322,9 @@ static int gpu_zero_train(Communicator *comm, const GemmaConfig *cfg, int recomp
   memset(&z, 0, sizeof z);
   Zero3Config zc;
   train_config(&zc, recompute);
-  int rc = device_collectives_mpi(&coll, comm, ctx, err);
+  // Deferred: every collective completes only at its wait, with its output
+  // poisoned until then, so the gather / exchange overlap must wait right.
+  int rc = device_collectives_mpi_deferred(&coll, comm, ctx, err);
   if (rc == 0) rc = gemma_model_create(&init, cfg, err);
   if (rc == 0) {
     gemma_model_init_random(&init, SEED);  // the CPU ZeRO-3 run's init
