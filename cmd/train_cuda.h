@@ -3,8 +3,9 @@
 // TrainState (train/state_cuda.h), the SFT / DPO objectives' model
 // callbacks (SftModelOps, DpoModelOps with world 1) and GRPO's (the rollout
 // policy on the GPU, cmd/rollout_cuda.h, and GrpoModelOps with world 1).
-// Defines CudaTrainer and its functions; without the CUDA backend they fail
-// with a clear message.
+// Defines CudaTrainer and its functions (cmd/train_cuda.c) and, for ZeRO-3
+// across GPUs, CudaSharded (cmd/train_cuda_sharded.c); without the CUDA
+// backend they fail with a clear message.
 #ifndef FIMI_CMD_TRAIN_CUDA_H
 #define FIMI_CMD_TRAIN_CUDA_H
 

@@ -31,8 +31,7 @@
 #include <mpi.h>
 
 #include "core/error.h"
-
-typedef enum { COMM_SUM = 0, COMM_MEAN = 1, COMM_MAX = 2 } CommOp;
+#include "parallel/comm_op.h"
 
 typedef struct Communicator {
   MPI_Comm mpi;   // private duplicate; MPI_COMM_NULL when not initialized

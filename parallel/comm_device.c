@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/comm.h"
+
 typedef enum { PENDING_NONE = 0, PENDING_GATHER, PENDING_ALL_TO_ALL } PendingKind;
 
 // A collective issued and not yet run (deferred mode).

@@ -25,7 +25,8 @@
 
 #include "core/error.h"
 #include "kernels/cuda/ops_cuda.h"
-#include "parallel/comm.h"
+
+struct Communicator;  // parallel/comm.h (MPI): only the MPI backend needs it
 
 #define DEVICE_TICKETS 4
 
@@ -43,12 +44,13 @@ typedef struct DeviceCollectives {
 } DeviceCollectives;
 
 // The MPI backend over comm (borrowed, must outlive dc) for ctx's device.
-int device_collectives_mpi(DeviceCollectives *dc, Communicator *comm, CudaContext *ctx, FimiError *err);
+int device_collectives_mpi(DeviceCollectives *dc, struct Communicator *comm, CudaContext *ctx, FimiError *err);
 // The same, deferred (tests): each collective's output is poisoned at the
 // call and the collective runs at its wait (or when its ticket is reused),
 // so a read of an output or a write of an input before the wait shows.
 // Every rank must wait in the same order (zero3_cuda's code paths do).
-int device_collectives_mpi_deferred(DeviceCollectives *dc, Communicator *comm, CudaContext *ctx, FimiError *err);
+int device_collectives_mpi_deferred(DeviceCollectives *dc, struct Communicator *comm, CudaContext *ctx,
+                                    FimiError *err);
 void device_collectives_free(DeviceCollectives *dc);
 
 #endif  // FIMI_HAVE_CUDA

@@ -1,5 +1,6 @@
-// parallel/comm_nccl.c: NCCL collectives on device buffers (see comm_nccl.h).
-// Compiled only with the CUDA backend and NCCL; unverified on a GPU so far.
+// parallel/comm_nccl.c: NCCL collectives on device buffers (see comm_nccl.h);
+// no MPI here (the MPI bootstrap is comm_nccl_mpi.c), so the GPU check builds
+// it. Compiled only with the CUDA backend and NCCL; unverified on a GPU so far.
 #include "parallel/comm_nccl.h"
 
 #include <stdlib.h>
@@ -36,33 +37,48 @@ static int check_ready(const DeviceComm *dc, const char *what, FimiError *err) {
   return 0;
 }
 
-int device_comm_init(DeviceComm *dc, Communicator *host, int cuda_device, FimiError *err) {
+int device_comm_unique_id(unsigned char id[DEVICE_COMM_ID_BYTES], FimiError *err) {
+  ncclUniqueId u;
+  memset(&u, 0, sizeof u);
+  if (check_nccl(ncclGetUniqueId(&u), "ncclGetUniqueId", NULL, err) != 0) return -1;
+  memcpy(id, &u, DEVICE_COMM_ID_BYTES);
+  return 0;
+}
+
+int device_comm_init_id(DeviceComm *dc, const unsigned char id[DEVICE_COMM_ID_BYTES], int rank, int world,
+                        int cuda_device, FimiError *err) {
   memset(dc, 0, sizeof *dc);
-  if (!host || host->mpi == MPI_COMM_NULL) return fimi_fail(err, "device_comm_init: host communicator not initialized");
-  dc->rank = host->rank;
-  dc->world = host->world;
+  if (world < 1 || rank < 0 || rank >= world)
+    return fimi_fail(err, "device_comm_init: rank %d outside a world of %d", rank, world);
+  dc->rank = rank;
+  dc->world = world;
   dc->cuda_device = cuda_device;
   int devices = 0;
   if (check_cuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount", err) != 0) return -1;
   if (cuda_device < 0 || cuda_device >= devices)
-    return fimi_fail(err, "device_comm_init: rank %d asks for CUDA device %d, this node has %d", host->rank,
-                     cuda_device, devices);
+    return fimi_fail(err, "device_comm_init: rank %d asks for CUDA device %d, this node has %d", rank, cuda_device,
+                     devices);
   if (check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice", err) != 0) return -1;
-  // The id is 128 opaque bytes; every rank must get rank 0's.
-  ncclUniqueId id;
-  memset(&id, 0, sizeof id);
-  if (host->rank == 0 && check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", dc, err) != 0) return -1;
-  if (comm_broadcast(host, &id, sizeof id, 0, err) != 0) return fimi_fail_wrap(err, "sending the ncclUniqueId");
   cudaStream_t stream = NULL;
   if (check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate", err) != 0) return -1;
   dc->stream = stream;
+  ncclUniqueId u;
+  memcpy(&u, id, DEVICE_COMM_ID_BYTES);
   ncclComm_t comm = NULL;
-  if (check_nccl(ncclCommInitRank(&comm, host->world, id, host->rank), "ncclCommInitRank", dc, err) != 0) {
+  if (check_nccl(ncclCommInitRank(&comm, world, u, rank), "ncclCommInitRank", dc, err) != 0) {
     device_comm_free(dc);
     return -1;
   }
   dc->nccl = comm;
   return 0;
+}
+
+int device_comm_init_local(DeviceComm *dc, int cuda_device, FimiError *err) {
+  unsigned char id[DEVICE_COMM_ID_BYTES];
+  memset(dc, 0, sizeof *dc);
+  if (check_cuda(cudaSetDevice(cuda_device), "cudaSetDevice", err) != 0) return -1;
+  if (device_comm_unique_id(id, err) != 0) return -1;
+  return device_comm_init_id(dc, id, 0, 1, cuda_device, err);
 }
 
 void device_comm_free(DeviceComm *dc) {

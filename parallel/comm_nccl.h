@@ -20,8 +20,12 @@
 #include <stddef.h>
 
 #include "core/error.h"
-#include "parallel/comm.h"
 #include "parallel/comm_device.h"
+#include "parallel/comm_op.h"
+
+struct Communicator;  // parallel/comm.h (MPI): only device_comm_init needs it
+
+#define DEVICE_COMM_ID_BYTES 128  // NCCL_UNIQUE_ID_BYTES
 
 struct ncclComm;     // ncclComm_t
 struct CUstream_st;  // cudaStream_t
@@ -35,8 +39,16 @@ typedef struct DeviceComm {
 } DeviceComm;
 
 // Collective over host: selects cuda_device on this rank and joins an NCCL
-// communicator with host->world ranks, NCCL rank = host->rank.
-int device_comm_init(DeviceComm *dc, Communicator *host, int cuda_device, FimiError *err);
+// communicator with host->world ranks, NCCL rank = host->rank (rank 0's
+// unique id broadcast over MPI; comm_nccl_mpi.c).
+int device_comm_init(DeviceComm *dc, struct Communicator *host, int cuda_device, FimiError *err);
+// The pieces without MPI: a new unique id (one rank makes it, every rank
+// joins with it), joining as `rank` of `world` on cuda_device, and a world of
+// one on cuda_device (the GPU check: tests/gpu/nccl_gpu_test.c).
+int device_comm_unique_id(unsigned char id[DEVICE_COMM_ID_BYTES], FimiError *err);
+int device_comm_init_id(DeviceComm *dc, const unsigned char id[DEVICE_COMM_ID_BYTES], int rank, int world,
+                        int cuda_device, FimiError *err);
+int device_comm_init_local(DeviceComm *dc, int cuda_device, FimiError *err);
 void device_comm_free(DeviceComm *dc);
 
 // Same meaning as the host versions in parallel/comm.h; pointers are device memory.

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 #include "../test_util.h"
 
