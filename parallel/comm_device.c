@@ -147,10 +147,4 @@ int device_collectives_mpi_deferred(DeviceCollectives *dc, Communicator *comm, C
   return create_mpi(dc, comm, ctx, 1, err);
 }
 
-void device_collectives_free(DeviceCollectives *dc) {
-  if (!dc) return;
-  if (dc->free) dc->free(dc->impl);
-  memset(dc, 0, sizeof *dc);
-}
-
 #endif  // FIMI_HAVE_CUDA

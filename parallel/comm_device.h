@@ -22,6 +22,7 @@
 #ifdef FIMI_HAVE_CUDA
 
 #include <stddef.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "kernels/cuda/ops_cuda.h"
@@ -51,7 +52,13 @@ int device_collectives_mpi(DeviceCollectives *dc, struct Communicator *comm, Cud
 // Every rank must wait in the same order (zero3_cuda's code paths do).
 int device_collectives_mpi_deferred(DeviceCollectives *dc, struct Communicator *comm, CudaContext *ctx,
                                     FimiError *err);
-void device_collectives_free(DeviceCollectives *dc);
+// Frees the backend's state (any backend; here so that a build without MPI,
+// the GPU check's, has it too).
+static inline void device_collectives_free(DeviceCollectives *dc) {
+  if (!dc) return;
+  if (dc->free) dc->free(dc->impl);
+  memset(dc, 0, sizeof *dc);
+}
 
 #endif  // FIMI_HAVE_CUDA
 #endif

@@ -112,6 +112,22 @@ setup_cudnn() {
   else
     echo "deps: no libcudnn.so.9 found: the cuDNN attention rows will be skipped"
   fi
+  setup_nccl
+}
+
+# NCCL for nccl_gpu_test (the device collectives at world 1): the system's,
+# else PyTorch's nvidia-nccl wheel (include/ and lib/ under nvidia/nccl).
+setup_nccl() {
+  [ -f /usr/include/nccl.h ] || [ -f /usr/local/cuda/include/nccl.h ] && { echo "deps: NCCL from the system"; return; }
+  local root
+  root="$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)"
+  if [ -n "$root" ] && [ -f "$root/include/nccl.h" ]; then
+    CMAKE_DEP_ARGS+=("-DFIMI_NCCL_ROOT=$root")
+    export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "deps: NCCL $root"
+  else
+    echo "deps: no NCCL found: nccl_gpu_test will not be built"
+  fi
 }
 
 env_phase() {
@@ -170,7 +186,7 @@ configure_phase() {
     return 1
   fi
   echo "--- dependencies as configured:"
-  grep -E '^(FIMI_OPENBLAS_OPENMP|cJSON_DIR|PKG_CONFIG_EXECUTABLE|pkgcfg_lib_INIH_inih|OPENBLAS_INCLUDE_DIRS|INIH_INCLUDE_DIRS|CMAKE_CUDA_COMPILER|FIMI_CUDNN_FRONTEND_INCLUDE|FIMI_CUDNN_INCLUDE):' \
+  grep -E '^(FIMI_OPENBLAS_OPENMP|cJSON_DIR|PKG_CONFIG_EXECUTABLE|pkgcfg_lib_INIH_inih|OPENBLAS_INCLUDE_DIRS|INIH_INCLUDE_DIRS|CMAKE_CUDA_COMPILER|FIMI_CUDNN_FRONTEND_INCLUDE|FIMI_CUDNN_INCLUDE|FIMI_NCCL_INCLUDE_DIR|FIMI_NCCL_LIBRARY):' \
     "$BUILD/CMakeCache.txt" | sed 's/^/    /'
   if ! grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=.' "$BUILD/CMakeCache.txt"; then
     echo "configure: no CUDA compiler found: the GPU tests cannot be built"
