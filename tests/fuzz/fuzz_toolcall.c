@@ -23,7 +23,7 @@ static void json_error_renders(const ToolCallParse *p) {
   free(json);
 }
 
-static const ToolCallSyntax JSON_SYNTAX = {toolcall_parse, toolcall_render_call, json_error_renders, "<tool_call>",
+static const FuzzCallSyntax JSON_SYNTAX = {toolcall_parse, toolcall_render_call, json_error_renders, "<tool_call>",
                                            "</tool_call>"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return toolcall_fuzz_turn(&JSON_SYNTAX, data, size); }

@@ -18,7 +18,7 @@ static void gemma4_error_renders(const ToolCallParse *p) {
   free(text);
 }
 
-static const ToolCallSyntax GEMMA4_SYNTAX = {toolcall_parse_gemma4, toolcall_render_call_gemma4, gemma4_error_renders,
+static const FuzzCallSyntax GEMMA4_SYNTAX = {toolcall_parse_gemma4, toolcall_render_call_gemma4, gemma4_error_renders,
                                              "<|tool_call>", "<tool_call|>"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return toolcall_fuzz_turn(&GEMMA4_SYNTAX, data, size); }

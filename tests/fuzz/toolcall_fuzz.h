@@ -1,7 +1,7 @@
 // tests/fuzz/toolcall_fuzz.h: the invariants both tool-call fuzz targets
 // check (fuzz_toolcall.c: fimi's JSON syntax; fuzz_toolcall_gemma4.c:
 // Gemma 4's native syntax), for one syntax given as its parser, renderer and
-// tags. Defines ToolCallSyntax and toolcall_fuzz_turn (and the check helpers).
+// tags. Defines FuzzCallSyntax and toolcall_fuzz_turn (and the check helpers).
 #ifndef FIMI_TESTS_FUZZ_TOOLCALL_FUZZ_H
 #define FIMI_TESTS_FUZZ_TOOLCALL_FUZZ_H
 
@@ -47,14 +47,14 @@ static int contains(const char *s, size_t n, const char *needle) {
   return 0;
 }
 
-typedef struct ToolCallSyntax {
+typedef struct FuzzCallSyntax {
   ToolCallKind (*parse)(const char *text, size_t len, ToolCallParse *out);
   char *(*render_call)(const char *name, const cJSON *arguments, FimiError *err);
   void (*check_error_renders)(const ToolCallParse *p);  // the error as this syntax sends it back
   const char *open_tag, *close_tag;
-} ToolCallSyntax;
+} FuzzCallSyntax;
 
-static void check_error(const ToolCallSyntax *syntax, const ToolCallParse *p, size_t size) {
+static void check_error(const FuzzCallSyntax *syntax, const ToolCallParse *p, size_t size) {
   check(p->error > TOOLCALL_OK && p->error < TOOLCALL_ERR_COUNT, "error code in range");
   check(p->arguments == NULL, "no arguments on error");
   size_t n = strnlen(p->message, sizeof p->message);
@@ -65,7 +65,7 @@ static void check_error(const ToolCallSyntax *syntax, const ToolCallParse *p, si
   syntax->check_error_renders(p);
 }
 
-static void check_message(const ToolCallSyntax *syntax, const ToolCallParse *p, const char *data, size_t size) {
+static void check_message(const FuzzCallSyntax *syntax, const ToolCallParse *p, const char *data, size_t size) {
   check(p->text >= data && p->text + p->text_len <= data + size, "message inside input");
   check(p->text_len > 0, "message non-empty");
   check(!is_space(p->text[0]) && !is_space(p->text[p->text_len - 1]), "message trimmed");
@@ -75,7 +75,7 @@ static void check_message(const ToolCallSyntax *syntax, const ToolCallParse *p, 
 
 // Re-rendering the call after the same preface and parsing it again gives
 // the same name, arguments and preface.
-static void check_call(const ToolCallSyntax *syntax, const ToolCallParse *p, const char *data, size_t size) {
+static void check_call(const FuzzCallSyntax *syntax, const ToolCallParse *p, const char *data, size_t size) {
   check(p->text >= data && p->text + p->text_len <= data + size, "preface inside input");
   check(toolcall_name_is_valid(p->name, strlen(p->name)), "valid name");
   check(cJSON_IsObject(p->arguments), "arguments object");
@@ -102,7 +102,7 @@ static void check_call(const ToolCallSyntax *syntax, const ToolCallParse *p, con
 }
 
 // One fuzz input: any bytes give a consistent MESSAGE, TOOL_CALL or ERROR.
-static int toolcall_fuzz_turn(const ToolCallSyntax *syntax, const uint8_t *data, size_t size) {
+static int toolcall_fuzz_turn(const FuzzCallSyntax *syntax, const uint8_t *data, size_t size) {
   ToolCallParse p;
   const char *text = (const char *)data;
   ToolCallKind kind = syntax->parse(text, size, &p);
