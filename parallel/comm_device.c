@@ -38,12 +38,6 @@ typedef struct MpiDeviceCollectives {
   Pending pending[DEVICE_TICKETS];
 } MpiDeviceCollectives;
 
-static int check_ticket(int ticket, const char *what, FimiError *err) {
-  if (ticket < 0 || ticket >= DEVICE_TICKETS)
-    return fimi_fail(err, "device %s: ticket %d outside [0, %d)", what, ticket, DEVICE_TICKETS);
-  return 0;
-}
-
 static int reserve(MpiDeviceCollectives *m, size_t floats, FimiError *err) {
   if (floats <= m->capacity) return 0;
   float *send = realloc(m->send, floats * sizeof(float));
@@ -97,7 +91,7 @@ static int defer(MpiDeviceCollectives *m, int ticket, PendingKind kind, const vo
 
 static int mpi_all_gather_bf16(void *impl, const bf16 *shard, size_t count, bf16 *full, int ticket, FimiError *err) {
   MpiDeviceCollectives *m = impl;
-  if (check_ticket(ticket, "all_gather", err) != 0) return -1;
+  if (device_ticket_check(ticket, "all_gather", err) != 0) return -1;
   if (m->deferred)
     return defer(m, ticket, PENDING_GATHER, shard, full, count, count * (size_t)m->comm->world * sizeof(bf16), err);
   return run_all_gather_bf16(m, shard, count, full, err);
@@ -105,13 +99,13 @@ static int mpi_all_gather_bf16(void *impl, const bf16 *shard, size_t count, bf16
 
 static int mpi_wait(void *impl, int ticket, FimiError *err) {
   MpiDeviceCollectives *m = impl;
-  if (check_ticket(ticket, "wait", err) != 0) return -1;
+  if (device_ticket_check(ticket, "wait", err) != 0) return -1;
   return run_pending(m, ticket, err);  // without deferral the collective completed inside its call
 }
 
 static int mpi_all_to_all_f32(void *impl, const float *send, size_t count, float *recv, int ticket, FimiError *err) {
   MpiDeviceCollectives *m = impl;
-  if (check_ticket(ticket, "all_to_all", err) != 0) return -1;
+  if (device_ticket_check(ticket, "all_to_all", err) != 0) return -1;
   if (m->deferred)
     return defer(m, ticket, PENDING_ALL_TO_ALL, send, recv, count, count * (size_t)m->comm->world * sizeof(float),
                  err);

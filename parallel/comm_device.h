@@ -52,6 +52,14 @@ int device_collectives_mpi(DeviceCollectives *dc, struct Communicator *comm, Cud
 // Every rank must wait in the same order (zero3_cuda's code paths do).
 int device_collectives_mpi_deferred(DeviceCollectives *dc, struct Communicator *comm, CudaContext *ctx,
                                     FimiError *err);
+// 0, or -1 with err naming `what` when ticket is outside [0, DEVICE_TICKETS)
+// (the backends' argument check).
+static inline int device_ticket_check(int ticket, const char *what, FimiError *err) {
+  if (ticket < 0 || ticket >= DEVICE_TICKETS)
+    return fimi_fail(err, "device %s: ticket %d outside [0, %d)", what, ticket, DEVICE_TICKETS);
+  return 0;
+}
+
 // Frees the backend's state (any backend; here so that a build without MPI,
 // the GPU check's, has it too).
 static inline void device_collectives_free(DeviceCollectives *dc) {

@@ -37,6 +37,8 @@ static int check_ready(const DeviceComm *dc, const char *what, FimiError *err) {
   return 0;
 }
 
+_Static_assert(sizeof(ncclUniqueId) == DEVICE_COMM_ID_BYTES, "DEVICE_COMM_ID_BYTES is NCCL's unique id size");
+
 int device_comm_unique_id(unsigned char id[DEVICE_COMM_ID_BYTES], FimiError *err) {
   ncclUniqueId u;
   memset(&u, 0, sizeof u);
@@ -153,12 +155,6 @@ typedef struct NcclCollectives {
   cudaEvent_t done[DEVICE_TICKETS];    // recorded on dc->stream after collective `ticket`
 } NcclCollectives;
 
-static int check_ticket(int ticket, const char *what, FimiError *err) {
-  if (ticket < 0 || ticket >= DEVICE_TICKETS)
-    return fimi_fail(err, "device %s: ticket %d outside [0, %d)", what, ticket, DEVICE_TICKETS);
-  return 0;
-}
-
 // The collective's stream waits for everything the compute stream has been given.
 static int after_compute(NcclCollectives *n, FimiError *err) {
   if (check_cuda(cudaEventRecord(n->compute_ready, n->compute), "cudaEventRecord", err) != 0) return -1;
@@ -167,7 +163,7 @@ static int after_compute(NcclCollectives *n, FimiError *err) {
 
 static int nccl_all_gather_bf16(void *impl, const bf16 *shard, size_t count, bf16 *full, int ticket, FimiError *err) {
   NcclCollectives *n = impl;
-  if (check_ticket(ticket, "all_gather", err) != 0 || after_compute(n, err) != 0 ||
+  if (device_ticket_check(ticket, "all_gather", err) != 0 || after_compute(n, err) != 0 ||
       device_comm_all_gather(n->dc, shard, count, full, DEVICE_BF16, err) != 0)
     return -1;
   return check_cuda(cudaEventRecord(n->done[ticket], n->dc->stream), "cudaEventRecord", err);
@@ -175,13 +171,13 @@ static int nccl_all_gather_bf16(void *impl, const bf16 *shard, size_t count, bf1
 
 static int nccl_wait(void *impl, int ticket, FimiError *err) {
   NcclCollectives *n = impl;
-  if (check_ticket(ticket, "wait", err) != 0) return -1;
+  if (device_ticket_check(ticket, "wait", err) != 0) return -1;
   return check_cuda(cudaStreamWaitEvent(n->compute, n->done[ticket], 0), "cudaStreamWaitEvent", err);
 }
 
 static int nccl_all_to_all_f32(void *impl, const float *send, size_t count, float *recv, int ticket, FimiError *err) {
   NcclCollectives *n = impl;
-  if (check_ticket(ticket, "all_to_all", err) != 0 || after_compute(n, err) != 0 ||
+  if (device_ticket_check(ticket, "all_to_all", err) != 0 || after_compute(n, err) != 0 ||
       device_comm_all_to_all(n->dc, send, count, recv, DEVICE_F32, err) != 0)
     return -1;
   return check_cuda(cudaEventRecord(n->done[ticket], n->dc->stream), "cudaEventRecord", err);

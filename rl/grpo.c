@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/rng.h"
+#include "core/text.h"
 #include "train/loop.h"
 
 void grpo_config_default(GrpoConfig *c) {
@@ -275,26 +276,19 @@ static int log_rollouts(const GrpoObjective *g, int64_t step, const double *rewa
       path_join(path, sizeof path, dir, name, err) != 0)
     return fimi_fail_wrap(err, "grpo.log_rollouts");
   int n = g->config.tasks_per_step * g->config.group_size;
-  char *text = NULL;
-  size_t len = 0, cap = 0;
+  TextBuf text = {0};
   int rc = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
     cJSON *o = rollout_to_json(g, &g->rollouts[i], step, i, rewards[i], g->adv[i]);
     char *line = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
-    size_t add = line ? strlen(line) + 1 : 0;
-    if (line && len + add > cap) {
-      size_t want = (len + add) * 2;
-      char *grown = realloc(text, want);
-      if (grown) text = grown, cap = want;
-    }
-    if (!line || len + add > cap) rc = fimi_fail(err, "grpo.log_rollouts: out of memory");
-    else memcpy(text + len, line, add - 1), text[len + add - 1] = '\n', len += add;
+    rc = line ? text_append_str(&text, line, err) : fimi_fail(err, "out of memory");
+    if (rc == 0) rc = text_append_str(&text, "\n", err);
     free(line);
   }
-  if (rc == 0) rc = file_write_atomic(path, text ? text : "", len, err);
-  free(text);
-  return rc;
+  if (rc == 0) rc = file_write_atomic(path, text.data ? text.data : "", text.len, err);
+  text_free(&text);
+  return rc == 0 ? 0 : fimi_fail_wrap(err, "grpo.log_rollouts");
 }
 
 static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
