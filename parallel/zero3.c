@@ -142,7 +142,7 @@ int zero3_shard_ranges(const GemmaModel *m, int layer, const ShardSpec *spec, in
     if (nt == ZERO3_MAX_BUFFER_TENSORS)
       return fimi_fail(err, "zero3: layer %d has more than %d tensors", layer, ZERO3_MAX_BUFFER_TENSORS);
     tr[nt] = (TensorRange){t->name, t->offset, t->numel};
-    decays[nt++] = adamw_name_decays(t->name, t->is_norm, rules);
+    decays[nt++] = !t->frozen && adamw_name_decays(t->name, t->is_norm, rules);  // a buffer never changes
   }
   ShardPiece pieces[ZERO3_MAX_BUFFER_TENSORS];
   int np = 0;

@@ -13,6 +13,7 @@
 #include "optim/adamw.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
+#include "train/state.h"
 #include "tests/test_ops_util.h"
 
 static void check_factor(const LrSchedule *s, long step, double expect, const char *what) {
@@ -313,11 +314,43 @@ static void test_decay_on_gemma_table(void) {
   gemma_model_free(&model);
 }
 
+// Gemma 4's layer_scalar is a buffer (frozen): its optimizer range never
+// decays, even with decay_norms on (it is a norm-like 1-element tensor),
+// so AdamW leaves it exactly as loaded.
+static void test_frozen_never_decays(void) {
+  FimiError err = {0};
+  GemmaConfig cfg;
+  GemmaModel model;
+  if (gemma_config_preset(&cfg, "tiny-g4", &err) != 0 || gemma_model_create(&model, &cfg, &err) != 0) {
+    CHECK(0, "tiny-g4 model: %s", err.message);
+    return;
+  }
+  AdamWDecayRules rules = {.decay_norms = 1, .decay_embeddings = 1};
+  AdamWRange *ranges = NULL;
+  int count = 0;
+  CHECK(train_state_buffer_ranges(&model, 0, &rules, &ranges, &count, &err) == 0, "ranges: %s", err.message);
+  const GemmaTensor *scalar = gemma_find_tensor(&model, "model.layers.0.layer_scalar");
+  const GemmaTensor *norm = gemma_find_tensor(&model, "model.layers.0.input_layernorm.weight");
+  CHECK(scalar && scalar->frozen && norm, "tiny-g4 has a frozen layer_scalar and an input norm");
+  int scalar_decays = -1, norm_decays = -1;
+  for (int i = 0; scalar && norm && i < count; i++) {
+    if (scalar->offset >= ranges[i].offset && scalar->offset < ranges[i].offset + ranges[i].size)
+      scalar_decays = ranges[i].decay;
+    if (norm->offset >= ranges[i].offset && norm->offset < ranges[i].offset + ranges[i].size)
+      norm_decays = ranges[i].decay;
+  }
+  CHECK(scalar_decays == 0, "layer_scalar's range decays (%d) with decay_norms on", scalar_decays);
+  CHECK(norm_decays == 1, "input_layernorm's range does not decay (%d) with decay_norms on", norm_decays);
+  free(ranges);
+  gemma_model_free(&model);
+}
+
 int main(void) {
   test_schedules();
   test_clip();
   test_adamw_ranges();
   test_adamw_state();
   test_decay_on_gemma_table();
+  test_frozen_never_decays();
   TEST_MAIN_END();
 }

@@ -15,7 +15,7 @@ int train_state_buffer_ranges(const GemmaModel *m, int layer, const AdamWDecayRu
   for (int i = 0; i < m->num_tensors; i++) {
     const GemmaTensor *t = &m->tensors[i];
     if (t->layer != layer) continue;
-    int decay = adamw_name_decays(t->name, t->is_norm, rules);
+    int decay = !t->frozen && adamw_name_decays(t->name, t->is_norm, rules);  // a buffer never changes
     if (n > 0 && ranges[n - 1].decay == decay && ranges[n - 1].offset + ranges[n - 1].size == t->offset) {
       ranges[n - 1].size += t->numel;
     } else {

@@ -122,7 +122,7 @@ static int plain_train(const GemmaConfig *cfg, int recompute, double *losses, Ge
       const GemmaTensor *t = &m->tensors[i];
       if (t->layer != l) continue;
       if (n == 32) return fimi_fail(err, "plain path: layer %d has more than 32 tensors", l);
-      ranges[n++] = (AdamWRange){t->offset, t->numel, adamw_name_decays(t->name, t->is_norm, &zc.decay)};
+      ranges[n++] = (AdamWRange){t->offset, t->numel, !t->frozen && adamw_name_decays(t->name, t->is_norm, &zc.decay)};
     }
     char name[32];
     snprintf(name, sizeof name, l < 0 ? "globals" : "layers.%d", l);
