@@ -69,8 +69,14 @@ void grpo_setup_print(const GrpoSetup *s, const GemmaConfig *model, const char *
   GemmaConfig cfg = *model;
   // The rollout copy of the weights (the gathered full model under ZeRO-3)
   // and the KV cache of every slot plus the shared prompt.
-  double kv = 2.0 * cfg.num_hidden_layers * (r->slots + 1) * (double)r->context * cfg.num_key_value_heads *
-              cfg.head_dim * 4;
+  // Gemma 4 layers differ in kv width, and kv-shared layers keep no cache.
+  double kv_width = 0;
+  for (int l = 0; l < cfg.num_hidden_layers; l++) {
+    GemmaLayerShape shape;
+    gemma_layer_shape(&cfg, l, &shape);
+    if (shape.kv_source == l) kv_width += (double)shape.kv_heads * shape.head_dim;
+  }
+  double kv = 2.0 * (r->slots + 1) * (double)r->context * kv_width * 4;
   double params = (double)gemma_config_param_count(&cfg);
   // Every train rank ends a step holding all B x G rollouts (its own and
   // the others', exchanged): ids, mask and log-probs, 9 bytes a token.

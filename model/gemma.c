@@ -103,33 +103,13 @@ static float *carve(Carver *c, size_t n) {
   return p;
 }
 
-// The widest layer: every layer set is carved for it (Gemma 4 layers
-// differ in head dim, kv heads and MLP width; Gemma 2/3 layers are alike).
-typedef struct LayerDims {
-  size_t qd, kvd, nkv, I;
-} LayerDims;
-
-static LayerDims widest_layer(const GemmaConfig *cfg) {
-  LayerDims d = {0, 0, 0, 0};
-  for (int l = 0; l < cfg->num_hidden_layers; l++) {
-    GemmaLayerShape s;
-    gemma_layer_shape(cfg, l, &s);
-    size_t qd = (size_t)cfg->num_attention_heads * s.head_dim, kvd = (size_t)s.kv_heads * s.head_dim;
-    if (qd > d.qd) d.qd = qd;
-    if (kvd > d.kvd) d.kvd = kvd;
-    if ((size_t)s.kv_heads > d.nkv) d.nkv = s.kv_heads;
-    if ((size_t)s.intermediate > d.I) d.I = s.intermediate;
-  }
-  return d;
-}
-
 static size_t ple_width(const GemmaConfig *cfg) {
   return cfg->family == GEMMA_FAMILY_GEMMA4 ? (size_t)cfg->hidden_size_per_layer_input : 0;
 }
 
 static void carve_layer(Carver *c, LayerActs *a, const GemmaConfig *cfg, size_t N) {
-  LayerDims d = widest_layer(cfg);
-  size_t C = cfg->hidden_size, I = d.I, nh = cfg->num_attention_heads;
+  GemmaLayerWidths d = gemma_widest_layer(cfg);
+  size_t C = cfg->hidden_size, I = d.mlp, nh = cfg->num_attention_heads;
   size_t nkv = d.nkv, qd = d.qd, kvd = d.kvd, P = ple_width(cfg);
   int qk_norm = cfg->family != GEMMA_FAMILY_GEMMA2, gemma4 = cfg->family == GEMMA_FAMILY_GEMMA4;
   memset(a, 0, sizeof *a);
@@ -214,8 +194,8 @@ static size_t carve_forward(Carver *c, GemmaActivations *acts, const GemmaConfig
 }
 
 static size_t carve_backward(Carver *c, GemmaActivations *acts, const GemmaConfig *cfg, size_t N) {
-  LayerDims d = widest_layer(cfg);
-  size_t C = cfg->hidden_size, I = d.I, qd = d.qd, kvd = d.kvd, L = cfg->num_hidden_layers, P = ple_width(cfg);
+  GemmaLayerWidths d = gemma_widest_layer(cfg);
+  size_t C = cfg->hidden_size, I = d.mlp, qd = d.qd, kvd = d.kvd, L = cfg->num_hidden_layers, P = ple_width(cfg);
   acts->dres = carve(c, N * C);
   acts->dA = carve(c, N * C);
   acts->dB = carve(c, N * C);
@@ -434,9 +414,9 @@ static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *tar
   // The ops index (N, width) buffers with int row counts: keep N * width in range.
   long long width = cfg->hidden_size;
   if (cfg->intermediate_size > width) width = cfg->intermediate_size;
-  LayerDims widest = widest_layer(cfg);
+  GemmaLayerWidths widest = gemma_widest_layer(cfg);
   if ((long long)widest.qd > width) width = (long long)widest.qd;
-  if ((long long)widest.I > width) width = (long long)widest.I;
+  if ((long long)widest.mlp > width) width = (long long)widest.mlp;
   if ((long long)cfg->num_hidden_layers * (long long)ple_width(cfg) > width)
     width = (long long)cfg->num_hidden_layers * (long long)ple_width(cfg);
   if ((long long)B * T > 0x7fffffffLL / width) return fimi_fail(err, "gemma_forward: batch %d x %d is too large", B, T);

@@ -746,6 +746,20 @@ void gemma_layer_shape(const GemmaConfig *c, int l, GemmaLayerShape *s) {
     if (c->layer_is_sliding[j] == c->layer_is_sliding[l]) s->stores_kv = 0;
 }
 
+GemmaLayerWidths gemma_widest_layer(const GemmaConfig *cfg) {
+  GemmaLayerWidths d = {0, 0, 0, 0};
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape s;
+    gemma_layer_shape(cfg, l, &s);
+    size_t qd = (size_t)cfg->num_attention_heads * s.head_dim, kvd = (size_t)s.kv_heads * s.head_dim;
+    if (qd > d.qd) d.qd = qd;
+    if (kvd > d.kvd) d.kvd = kvd;
+    if ((size_t)s.kv_heads > d.nkv) d.nkv = s.kv_heads;
+    if ((size_t)s.intermediate > d.mlp) d.mlp = s.intermediate;
+  }
+  return d;
+}
+
 int gemma_config_validate(const GemmaConfig *c, FimiError *err) {
   if (c->family != GEMMA_FAMILY_GEMMA2 && c->family != GEMMA_FAMILY_GEMMA3 && c->family != GEMMA_FAMILY_GEMMA4)
     return fimi_fail(err, "family must be gemma2, gemma3 or gemma4 (got %d)", (int)c->family);

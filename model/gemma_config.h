@@ -9,6 +9,7 @@
 #ifndef FIMI_MODEL_GEMMA_CONFIG_H
 #define FIMI_MODEL_GEMMA_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -66,6 +67,13 @@ typedef struct GemmaLayerShape {
   int stores_kv;    // another layer attends to this layer's keys/values
 } GemmaLayerShape;
 void gemma_layer_shape(const GemmaConfig *cfg, int layer, GemmaLayerShape *shape);
+// The widest of each per-layer width over all layers: buffers that serve
+// every layer in turn (activations, scratch) are sized for it. qd = nh * hd,
+// kvd = kv heads * hd, nkv kv heads, mlp the MLP width (each maximised alone).
+typedef struct GemmaLayerWidths {
+  size_t qd, kvd, nkv, mlp;
+} GemmaLayerWidths;
+GemmaLayerWidths gemma_widest_layer(const GemmaConfig *cfg);
 
 // Fills cfg from config.json at path; errors name the file and field.
 int gemma_config_load_json(GemmaConfig *cfg, const char *path, FimiError *err);

@@ -6,6 +6,7 @@
 // through ops_cuda.h, so tests/standin/ can run this file on the host.
 // The activation layout and its size (gemma_cuda_activation_bytes) are
 // compiled in every build, so a CPU-only build can plan GPU memory.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,14 @@ typedef struct CudaLayerActs {
   bf16 *gelu;       // (N, I) gelu_tanh(gate) * up
   bf16 *mlp;        // (N, C) down_proj output
   float *mlp_rstd;  // (N) fp32
+  // Gemma 4 only (NULL otherwise):
+  bf16 *v_raw;      // (N, kvd) v_proj output before the value norm
+  float *v_rstd;    // (N, nkv) fp32 value norm rstd per head
+  bf16 *h_ff;       // (N, C) residual after the MLP block, the per-layer input block's input
+  bf16 *ple_gate;   // (N, P) per_layer_input_gate output
+  bf16 *ple_act;    // (N, P) gelu_tanh(ple_gate) * per-layer input
+  bf16 *ple_proj;   // (N, C) per_layer_projection output
+  float *ple_rstd;  // (N) fp32
 } CudaLayerActs;
 
 struct GemmaCudaActs {
@@ -54,6 +63,15 @@ struct GemmaCudaActs {
   int *targets;          // (N)
   int *positions;        // (N) position of each row within its sequence
   int *host_positions;   // (N) host staging for positions
+  // Gemma 4: per-layer inputs and the keys/values kv-shared layers reuse
+  // (outside the layer sets: a shared layer's recompute reads them).
+  bf16 *ple;             // (L, N, P) each layer's per-layer input
+  bf16 *ple_proj;        // (N, L*P) per_layer_model_projection(x0) * C^-0.5, the norm's input
+  float *ple_rstd;       // (N*L) fp32
+  bf16 *ple_normed;      // (N, L*P) per_layer_projection_norm output
+  bf16 *ple_embedded;    // (N, L*P) the per-layer table's rows * sqrt(P)
+  bf16 *store_k[GEMMA_MAX_LAYERS];  // (N, kvd of l) roped keys of a layer kv-shared layers read; else NULL
+  bf16 *store_v[GEMMA_MAX_LAYERS];  // (N, kvd of l) its normed values
   // Backward scratch, allocated by the first backward.
   void *grad_memory;
   bf16 *dres;                 // (N, C) gradient wrt the residual stream
@@ -61,6 +79,14 @@ struct GemmaCudaActs {
   bf16 *dgelu, *dgate, *dup;  // (N, I)
   bf16 *dq, *datt;            // (N, qd)
   bf16 *dk, *dv, *dk_raw;     // (N, kvd)
+  // Gemma 4
+  bf16 *dv_raw;               // (N, kvd) gradient wrt the value norm's input
+  bf16 *dple_act, *dple_gate; // (N, P)
+  bf16 *dple;                 // (L, N, P) gradient wrt each layer's per-layer input
+  bf16 *dple_flat;            // (N, L*P) the same in the model's layout, * 2^-0.5
+  bf16 *dple_proj;            // (N, L*P)
+  bf16 *dstore_k[GEMMA_MAX_LAYERS];  // (N, kvd of l) what kv-shared layers send back to layer l's keys
+  bf16 *dstore_v[GEMMA_MAX_LAYERS];  // (N, kvd of l) and values
   int B, T;
   int valid;
 };
@@ -82,13 +108,20 @@ static void *carve(Carver *c, size_t bytes) {
 static bf16 *carve_bf16(Carver *c, size_t n) { return carve(c, n * sizeof(bf16)); }
 static float *carve_f32(Carver *c, size_t n) { return carve(c, n * sizeof(float)); }
 
+static size_t ple_width(const GemmaConfig *cfg) {
+  return cfg->family == GEMMA_FAMILY_GEMMA4 ? (size_t)cfg->hidden_size_per_layer_input : 0;
+}
+
+// One layer set, sized for the widest layer (Gemma 4 layers differ).
 static void carve_layer(Carver *c, CudaLayerActs *a, const GemmaConfig *cfg, size_t N) {
-  size_t C = cfg->hidden_size, I = cfg->intermediate_size, nh = cfg->num_attention_heads;
-  size_t nkv = cfg->num_key_value_heads, qd = nh * cfg->head_dim, kvd = nkv * cfg->head_dim;
+  GemmaLayerWidths d = gemma_widest_layer(cfg);
+  size_t C = cfg->hidden_size, I = d.mlp, nh = cfg->num_attention_heads;
+  size_t nkv = d.nkv, qd = d.qd, kvd = d.kvd, P = ple_width(cfg);
+  int gemma4 = cfg->family == GEMMA_FAMILY_GEMMA4;
   memset(a, 0, sizeof *a);
   a->ln1 = carve_bf16(c, N * C);
   a->ln1_rstd = carve_f32(c, N);
-  if (cfg->family == GEMMA_FAMILY_GEMMA3) {
+  if (cfg->family != GEMMA_FAMILY_GEMMA2) {
     a->q_raw = carve_bf16(c, N * qd);
     a->q_rstd = carve_f32(c, N * nh);
     a->k_raw = carve_bf16(c, N * kvd);
@@ -109,6 +142,40 @@ static void carve_layer(Carver *c, CudaLayerActs *a, const GemmaConfig *cfg, siz
   a->gelu = carve_bf16(c, N * I);
   a->mlp = carve_bf16(c, N * C);
   a->mlp_rstd = carve_f32(c, N);
+  if (gemma4) {
+    a->v_raw = carve_bf16(c, N * kvd);
+    a->v_rstd = carve_f32(c, N * nkv);
+  }
+  if (P > 0) {
+    a->h_ff = carve_bf16(c, N * C);
+    a->ple_gate = carve_bf16(c, N * P);
+    a->ple_act = carve_bf16(c, N * P);
+    a->ple_proj = carve_bf16(c, N * C);
+    a->ple_rstd = carve_f32(c, N);
+  }
+}
+
+// k[l], v[l] (N, kvd of l) for each layer kv-shared layers read, NULL for the others.
+static void carve_stored_kv(Carver *c, const GemmaConfig *cfg, size_t N, bf16 **k, bf16 **v) {
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    size_t kvd = (size_t)shape.kv_heads * shape.head_dim;
+    k[l] = shape.stores_kv ? carve_bf16(c, N * kvd) : NULL;
+    v[l] = shape.stores_kv ? carve_bf16(c, N * kvd) : NULL;
+  }
+}
+
+static void carve_gemma4_forward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *cfg, size_t N) {
+  size_t L = cfg->num_hidden_layers, P = ple_width(cfg);
+  if (P > 0) {
+    acts->ple = carve_bf16(c, L * N * P);
+    acts->ple_proj = carve_bf16(c, N * L * P);
+    acts->ple_rstd = carve_f32(c, N * L);
+    acts->ple_normed = carve_bf16(c, N * L * P);
+    acts->ple_embedded = carve_bf16(c, N * L * P);
+  }
+  carve_stored_kv(c, cfg, N, acts->store_k, acts->store_v);
 }
 
 // sets: L (every layer keeps its activations) or 1 (recompute: the layer
@@ -120,6 +187,7 @@ static size_t carve_forward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *c
     CudaLayerActs scratch;
     carve_layer(c, acts->sets ? &acts->sets[l] : &scratch, cfg, N);
   }
+  if (cfg->family == GEMMA_FAMILY_GEMMA4) carve_gemma4_forward(c, acts, cfg, N);
   acts->final_norm = carve_bf16(c, N * C);
   acts->final_rstd = carve_f32(c, N);
   acts->lm_lse = carve_f32(c, N);
@@ -132,8 +200,8 @@ static size_t carve_forward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *c
 }
 
 static size_t carve_backward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *cfg, size_t N) {
-  size_t C = cfg->hidden_size, I = cfg->intermediate_size;
-  size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  GemmaLayerWidths d = gemma_widest_layer(cfg);
+  size_t C = cfg->hidden_size, I = d.mlp, qd = d.qd, kvd = d.kvd, L = cfg->num_hidden_layers, P = ple_width(cfg);
   acts->dres = carve_bf16(c, N * C);
   acts->dA = carve_bf16(c, N * C);
   acts->dB = carve_bf16(c, N * C);
@@ -144,7 +212,17 @@ static size_t carve_backward(Carver *c, GemmaCudaActs *acts, const GemmaConfig *
   acts->datt = carve_bf16(c, N * qd);
   acts->dk = carve_bf16(c, N * kvd);
   acts->dv = carve_bf16(c, N * kvd);
-  acts->dk_raw = cfg->family == GEMMA_FAMILY_GEMMA3 ? carve_bf16(c, N * kvd) : NULL;
+  acts->dk_raw = cfg->family != GEMMA_FAMILY_GEMMA2 ? carve_bf16(c, N * kvd) : NULL;
+  if (cfg->family != GEMMA_FAMILY_GEMMA4) return c->used;
+  acts->dv_raw = carve_bf16(c, N * kvd);
+  if (P > 0) {
+    acts->dple_act = carve_bf16(c, N * P);
+    acts->dple_gate = carve_bf16(c, N * P);
+    acts->dple = carve_bf16(c, L * N * P);
+    acts->dple_flat = carve_bf16(c, N * L * P);
+    acts->dple_proj = carve_bf16(c, N * L * P);
+  }
+  carve_stored_kv(c, cfg, N, acts->dstore_k, acts->dstore_v);
   return c->used;
 }
 
@@ -219,21 +297,28 @@ static int ensure_grad_scratch(GemmaCudaModel *model, FimiError *err) {
 static int init_shape(GemmaCudaModel *model, const GemmaConfig *cfg, CudaContext *ctx, FimiError *err) {
   memset(model, 0, sizeof *model);
   if (gemma_config_validate(cfg, err) != 0) return fimi_fail_wrap(err, "GPU model");
-  if (cfg->family == GEMMA_FAMILY_GEMMA4)
-    return fimi_fail(err, "GPU model: Gemma 4 runs on the CPU backend only so far (--device cpu; docs/gemma4.md)");
   // attention_*_cuda supports these head sizes only (ops_cuda.h).
-  if (cfg->head_dim != 64 && cfg->head_dim != 128 && cfg->head_dim != 256)
-    return fimi_fail(err, "GPU model: head_dim %d is not supported by the CUDA attention (64, 128 or 256)",
-                     cfg->head_dim);
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    int hd = shape.head_dim;
+    if (hd != 64 && hd != 128 && hd != 256 && hd != 512)
+      return fimi_fail(err, "GPU model: layer %d's head dim %d is not supported by the CUDA attention (64, 128, 256 "
+                            "or 512)", l, hd);
+  }
   model->config = *cfg;
   model->ctx = ctx;
   GemmaLayerOffsets off;
   gemma_layer_offsets(cfg, &off);
-  model->globals_numel = (size_t)cfg->vocab_size * (size_t)cfg->hidden_size + (size_t)cfg->hidden_size;
+  GemmaGlobalOffsets g;
+  gemma_global_offsets(cfg, &g);
+  model->globals_numel = g.numel;
   model->layer_numel = off.numel;
   model->num_params = model->globals_numel + (size_t)cfg->num_hidden_layers * model->layer_numel;
   // HF multiplies by torch.tensor(sqrt(C), dtype=bf16) when the weights are bf16.
   model->embed_scale = bf16_to_float(float_to_bf16(gemma_embed_scale(cfg)));
+  // Gemma 4's per-layer table is a scaled embedding too: sqrt(P) in bf16.
+  model->ple_embed_scale = bf16_to_float(float_to_bf16(sqrtf((float)ple_width(cfg))));
   return 0;
 }
 
@@ -276,6 +361,13 @@ int gemma_cuda_set_attention(GemmaCudaModel *model, const char *name, FimiError 
     return fimi_fail(err, "cuda.attention = cudnn: this model has attn_logit_softcapping %g, which cuDNN's attention "
                           "cannot apply; use cuda.attention = fimi",
                      cfg->attn_logit_softcapping);
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    if (shape.head_dim > 256)  // cuDNN's fused SDPA graphs take head dims up to 256
+      return fimi_fail(err, "cuda.attention = cudnn: layer %d has head dim %d, above the 256 cuDNN's attention takes; "
+                            "use cuda.attention = fimi", l, shape.head_dim);
+  }
   model->attention = GEMMA_CUDA_ATTENTION_CUDNN;
   return 0;
 }
@@ -299,7 +391,11 @@ static int same_shape(const GemmaConfig *a, const GemmaConfig *b) {
   return a->family == b->family && a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
          a->intermediate_size == b->intermediate_size && a->num_hidden_layers == b->num_hidden_layers &&
          a->num_attention_heads == b->num_attention_heads && a->num_key_value_heads == b->num_key_value_heads &&
-         a->head_dim == b->head_dim;
+         a->head_dim == b->head_dim && a->hidden_size_per_layer_input == b->hidden_size_per_layer_input &&
+         a->global_head_dim == b->global_head_dim && a->num_global_key_value_heads == b->num_global_key_value_heads &&
+         a->attention_k_eq_v == b->attention_k_eq_v && a->num_kv_shared_layers == b->num_kv_shared_layers &&
+         a->use_double_wide_mlp == b->use_double_wide_mlp &&
+         memcmp(a->layer_is_sliding, b->layer_is_sliding, sizeof a->layer_is_sliding) == 0;
 }
 
 bf16 *gemma_cuda_layer_params(GemmaCudaModel *model, int layer) {
@@ -385,6 +481,74 @@ const bf16 *gemma_cuda_final_hidden_device(const GemmaCudaModel *model) {
 // ---------------------------------------------------------------------------
 // Forward
 
+// Gemma 2/3 norms scale by (1 + w), Gemma 4's by w (gemma.c's norm_forward).
+static void norm_forward(CudaContext *ctx, const GemmaLayerOffsets *off, bf16 *out, float *rstd, const bf16 *inp,
+                         const bf16 *weight, int N, int C, float eps) {
+  if (off->gemma4) rmsnorm_forward_gain_cuda(ctx, out, rstd, inp, weight, N, C, eps);
+  else rmsnorm_forward_cuda(ctx, out, rstd, inp, weight, N, C, eps);
+}
+
+static void norm_backward(CudaContext *ctx, const GemmaLayerOffsets *off, bf16 *dinp, float *dweight,
+                          const bf16 *dout, const bf16 *inp, const bf16 *weight, const float *rstd, int N, int C) {
+  if (off->gemma4) rmsnorm_backward_gain_cuda(ctx, dinp, dweight, dout, inp, weight, rstd, N, C);
+  else rmsnorm_backward_cuda(ctx, dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+
+static CudaLayerActs *layer_acts(GemmaCudaModel *model, int l);
+
+// Where layer l's attention reads its keys and values (B, T, nkv, hd): its
+// own set's, or the stored ones of its kv source (Gemma 4), as layer_kv in gemma.c.
+static void layer_kv(GemmaCudaModel *model, int l, bf16 **k, bf16 **v) {
+  GemmaLayerShape shape;
+  gemma_layer_shape(&model->config, l, &shape);
+  GemmaCudaActs *acts = model->acts;
+  if (acts->store_k[shape.kv_source]) {
+    *k = acts->store_k[shape.kv_source];
+    *v = acts->store_v[shape.kv_source];
+  } else {
+    *k = layer_acts(model, l)->k;
+    *v = layer_acts(model, l)->v;
+  }
+}
+
+// Gemma 4's per-layer input block and layer scalar on h_ff (N, C), the
+// residual after the MLP block (per_layer_input_forward in gemma.c):
+// h_out = scalar * (h_ff + post_per_layer_input_norm(per_layer_projection(
+// gelu_tanh(per_layer_input_gate(h_ff)) * ple_l))). Without per-layer
+// inputs h_ff is h_out and only the scalar applies.
+static void per_layer_input_forward(GemmaCudaModel *model, int l, const GemmaLayerOffsets *off, const bf16 *w,
+                                    CudaLayerActs *a, bf16 *h_out, int N) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  int C = cfg->hidden_size, P = (int)ple_width(cfg);
+  if (off->has_ple) {
+    const bf16 *ple_l = model->acts->ple + (size_t)l * N * P;  // (N, P)
+    matmul_forward_cuda(ctx, a->ple_gate, a->h_ff, w + off->ple_gate, N, C, P);
+    geglu_forward_cuda(ctx, a->ple_act, a->ple_gate, ple_l, (size_t)N * P);
+    matmul_forward_cuda(ctx, a->ple_proj, a->ple_act, w + off->ple_proj, N, P, C);
+    rmsnorm_forward_gain_cuda(ctx, h_out, a->ple_rstd, a->ple_proj, w + off->ple_norm, N, C,
+                              (float)cfg->rms_norm_eps);
+    residual_add_cuda(ctx, h_out, h_out, a->h_ff, (size_t)N * C);
+  }
+  scale_by_device_scalar_cuda(ctx, h_out, h_out, w + off->layer_scalar, (size_t)N * C);
+}
+
+// Attention through fimi's kernels or cuDNN's (model->attention).
+static int layer_attention_forward(GemmaCudaModel *model, int l, CudaLayerActs *a, const bf16 *k, const bf16 *v, int B,
+                             int T, int nkv, int hd, const GemmaAttnSpec *spec, FimiError *err) {
+  CudaContext *ctx = model->ctx;
+  int nh = model->config.num_attention_heads;
+  if (model->attention == GEMMA_CUDA_ATTENTION_CUDNN) {
+    if (attention_forward_cudnn(ctx, a->att, a->att_lse, a->q, k, v, B, T, nh, nkv, hd, spec->window, spec->softcap,
+                                spec->scale, err) != 0)
+      return fimi_fail_wrap(err, "layer %d", l);
+    return 0;
+  }
+  attention_forward_cuda(ctx, a->att, a->att_lse, a->q, k, v, B, T, nh, nkv, hd, spec->window, spec->softcap,
+                         spec->scale);
+  return 0;
+}
+
 // One decoder layer: h_out = layer(h_in) with device parameters w
 // (layer_numel), saving internals into a. Same ops in the same order as
 // layer_forward in gemma.c.
@@ -392,49 +556,84 @@ static int layer_forward(GemmaCudaModel *model, int l, const bf16 *w, CudaLayerA
                          bf16 *h_out, int B, int T, FimiError *err) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
-  int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
-  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  GemmaLayerShape shape;
+  gemma_layer_shape(cfg, l, &shape);
+  int N = B * T, C = cfg->hidden_size, I = shape.intermediate, hd = shape.head_dim;
+  int nh = cfg->num_attention_heads, nkv = shape.kv_heads, qd = nh * hd, kvd = nkv * hd;
   float eps = (float)cfg->rms_norm_eps;
   GemmaLayerOffsets off;
-  gemma_layer_offsets(cfg, &off);
+  gemma_layer_offsets_at(cfg, l, &off);
   GemmaAttnSpec spec;
   gemma_attn_spec(cfg, l, &spec);
   const int *pos = model->acts->positions;
+  bf16 *k, *v;  // (N, kvd) the keys and values attention reads
+  layer_kv(model, l, &k, &v);
 
   // attention block: h_mid = h_in + post_attention_layernorm(o_proj(attn(input_layernorm(h_in))))
-  rmsnorm_forward_cuda(ctx, a->ln1, a->ln1_rstd, h_in, w + off.input_norm, N, C, eps);
+  norm_forward(ctx, &off, a->ln1, a->ln1_rstd, h_in, w + off.input_norm, N, C, eps);
   bf16 *q_lin = off.has_qk_norm ? a->q_raw : a->q;  // (N, qd)
-  bf16 *k_lin = off.has_qk_norm ? a->k_raw : a->k;  // (N, kvd)
   matmul_forward_cuda(ctx, q_lin, a->ln1, w + off.q, N, C, qd);
-  matmul_forward_cuda(ctx, k_lin, a->ln1, w + off.k, N, C, kvd);
-  matmul_forward_cuda(ctx, a->v, a->ln1, w + off.v, N, C, kvd);
-  if (off.has_qk_norm) {
-    rmsnorm_forward_cuda(ctx, a->q, a->q_rstd, a->q_raw, w + off.q_norm, N * nh, hd, eps);
-    rmsnorm_forward_cuda(ctx, a->k, a->k_rstd, a->k_raw, w + off.k_norm, N * nkv, hd, eps);
+  if (off.has_qk_norm) norm_forward(ctx, &off, a->q, a->q_rstd, a->q_raw, w + off.q_norm, N * nh, hd, eps);
+  rope_forward_partial_cuda(ctx, a->q, a->q, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale,
+                            spec.rope_pairs);
+  // A kv-shared layer (Gemma 4) computes no keys or values: it reads its source's.
+  if (off.has_k) {
+    bf16 *k_lin = off.has_qk_norm ? a->k_raw : k;  // (N, kvd)
+    matmul_forward_cuda(ctx, k_lin, a->ln1, w + off.k, N, C, kvd);
+    // Gemma 4's values pass a norm without gain; with attention_k_eq_v the
+    // full-attention layers take them from k_proj (before k_norm).
+    bf16 *v_lin = off.gemma4 ? (off.has_v ? a->v_raw : a->k_raw) : v;  // (N, kvd)
+    if (off.has_v) matmul_forward_cuda(ctx, v_lin, a->ln1, w + off.v, N, C, kvd);
+    if (off.gemma4) rmsnorm_forward_gain_cuda(ctx, v, a->v_rstd, v_lin, NULL, N * nkv, hd, eps);
+    if (off.has_qk_norm) norm_forward(ctx, &off, k, a->k_rstd, a->k_raw, w + off.k_norm, N * nkv, hd, eps);
+    rope_forward_partial_cuda(ctx, k, k, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale,
+                              spec.rope_pairs);
   }
-  rope_forward_cuda(ctx, a->q, a->q, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
-  rope_forward_cuda(ctx, a->k, a->k, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
-  if (model->attention == GEMMA_CUDA_ATTENTION_CUDNN) {
-    if (attention_forward_cudnn(ctx, a->att, a->att_lse, a->q, a->k, a->v, B, T, nh, nkv, hd, spec.window,
-                                spec.softcap, spec.scale, err) != 0)
-      return fimi_fail_wrap(err, "layer %d", l);
-  } else {
-    attention_forward_cuda(ctx, a->att, a->att_lse, a->q, a->k, a->v, B, T, nh, nkv, hd, spec.window, spec.softcap,
-                           spec.scale);
-  }
+  if (layer_attention_forward(model, l, a, k, v, B, T, nkv, hd, &spec, err) != 0) return -1;
   matmul_forward_cuda(ctx, a->o, a->att, w + off.o, N, qd, C);
-  rmsnorm_forward_cuda(ctx, a->h_mid, a->o_rstd, a->o, w + off.post_attn_norm, N, C, eps);
+  norm_forward(ctx, &off, a->h_mid, a->o_rstd, a->o, w + off.post_attn_norm, N, C, eps);
   residual_add_cuda(ctx, a->h_mid, a->h_mid, h_in, (size_t)N * C);
 
   // MLP block: h_out = h_mid + post_feedforward_layernorm(down(gelu_tanh(gate(x)) * up(x)))
-  rmsnorm_forward_cuda(ctx, a->ln2, a->ln2_rstd, a->h_mid, w + off.pre_ff_norm, N, C, eps);
+  norm_forward(ctx, &off, a->ln2, a->ln2_rstd, a->h_mid, w + off.pre_ff_norm, N, C, eps);
   matmul_forward_cuda(ctx, a->gate, a->ln2, w + off.gate, N, C, I);
   matmul_forward_cuda(ctx, a->up, a->ln2, w + off.up, N, C, I);
   geglu_forward_cuda(ctx, a->gelu, a->gate, a->up, (size_t)N * I);
   matmul_forward_cuda(ctx, a->mlp, a->gelu, w + off.down, N, I, C);
-  rmsnorm_forward_cuda(ctx, h_out, a->mlp_rstd, a->mlp, w + off.post_ff_norm, N, C, eps);
-  residual_add_cuda(ctx, h_out, h_out, a->h_mid, (size_t)N * C);
+  bf16 *h_ff = off.has_ple ? a->h_ff : h_out;  // (N, C)
+  norm_forward(ctx, &off, h_ff, a->mlp_rstd, a->mlp, w + off.post_ff_norm, N, C, eps);
+  residual_add_cuda(ctx, h_ff, h_ff, a->h_mid, (size_t)N * C);
+  if (off.gemma4) per_layer_input_forward(model, l, &off, w, a, h_out, N);
   return 0;
+}
+
+// Buffers of Gemma 4's per-layer inputs for N rows (the forward's in acts,
+// decode's in its step scratch).
+typedef struct PleBuffers {
+  bf16 *proj;      // (N, L*P) per_layer_model_projection(x0) * C^-0.5
+  float *rstd;     // (N*L) fp32, or NULL (decode)
+  bf16 *normed;    // (N, L*P) per_layer_projection_norm(proj)
+  bf16 *embedded;  // (N, L*P) the per-layer table's rows * sqrt(P)
+  bf16 *out;       // (L, N, P) layer l's per-layer inputs at l
+} PleBuffers;
+
+// gemma_per_layer_inputs on the device: x0 (N, C) the scaled embedding,
+// tokens (N) device ids; out (L, N, P) =
+// (rmsnorm(x0 @ W^T * C^-0.5 per layer's P values) + E[token] * sqrt(P)) * 2^-0.5.
+static void per_layer_inputs(GemmaCudaModel *model, const bf16 *x0, const int *tokens, int N, const PleBuffers *b) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  GemmaGlobalOffsets g;
+  gemma_global_offsets(cfg, &g);
+  int C = cfg->hidden_size, L = cfg->num_hidden_layers, P = (int)ple_width(cfg), LP = L * P;
+  // HF multiplies by Python floats, which torch rounds to the tensor's dtype's math (fp32 here)
+  float proj_scale = (float)pow((double)C, -0.5), input_scale = (float)pow(2.0, -0.5);
+  matmul_forward_cuda(ctx, b->proj, x0, model->params + g.ple_proj, N, C, LP);
+  scale_cuda(ctx, b->proj, b->proj, proj_scale, (size_t)N * LP);
+  rmsnorm_forward_gain_cuda(ctx, b->normed, b->rstd, b->proj, model->params + g.ple_norm, N * L, P,
+                            (float)cfg->rms_norm_eps);
+  embedding_forward_cuda(ctx, b->embedded, tokens, model->params + g.ple_embed, N, LP, model->ple_embed_scale);
+  per_layer_inputs_combine_cuda(ctx, b->out, b->normed, b->embedded, N, L, P, input_scale);
 }
 
 static bf16 *residual_at(GemmaCudaActs *acts, const GemmaConfig *cfg, int l) {
@@ -444,10 +643,13 @@ static bf16 *residual_at(GemmaCudaActs *acts, const GemmaConfig *cfg, int l) {
 // As check_batch in gemma.c: ids validated on the host before any upload.
 static int check_batch(const GemmaConfig *cfg, const int *tokens, const int *targets, int B, int T, FimiError *err) {
   if (B <= 0 || T <= 0) return fimi_fail(err, "batch %d x %d must be positive", B, T);
+  // The ops index (N, width) buffers with int row counts: keep N * width in range.
+  GemmaLayerWidths widest = gemma_widest_layer(cfg);
   long long width = cfg->hidden_size;
-  if (cfg->intermediate_size > width) width = cfg->intermediate_size;
-  if ((long long)cfg->num_attention_heads * cfg->head_dim > width)
-    width = (long long)cfg->num_attention_heads * cfg->head_dim;
+  if ((long long)widest.mlp > width) width = (long long)widest.mlp;
+  if ((long long)widest.qd > width) width = (long long)widest.qd;
+  if ((long long)cfg->num_hidden_layers * (long long)ple_width(cfg) > width)
+    width = (long long)cfg->num_hidden_layers * (long long)ple_width(cfg);
   if ((long long)B * T > 0x7fffffffLL / width)
     return fimi_fail(err, "batch %d x %d is too large", B, T);
   int V = cfg->vocab_size;
@@ -487,6 +689,10 @@ static int forward_to_final_norm(GemmaCudaModel *model, const int *tokens, const
   const bf16 *wte = model->params;                     // (V, C)
   const bf16 *norm_w = model->params + (size_t)V * C;  // (C)
   embedding_forward_cuda(ctx, residual_at(acts, cfg, 0), acts->tokens, wte, N, C, model->embed_scale);
+  if (ple_width(cfg) > 0) {
+    PleBuffers ple = {acts->ple_proj, acts->ple_rstd, acts->ple_normed, acts->ple_embedded, acts->ple};
+    per_layer_inputs(model, residual_at(acts, cfg, 0), acts->tokens, N, &ple);
+  }
   for (int l = 0; l < L; l++) {
     const bf16 *w = NULL;
     if (forward_params(model, l, &w, err) != 0 ||
@@ -495,8 +701,10 @@ static int forward_to_final_norm(GemmaCudaModel *model, const int *tokens, const
         forward_done(model, l, err) != 0)
       return -1;
   }
-  rmsnorm_forward_cuda(ctx, acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
-                       (float)cfg->rms_norm_eps);
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  norm_forward(ctx, &off, acts->final_norm, acts->final_rstd, residual_at(acts, cfg, L), norm_w, N, C,
+               (float)cfg->rms_norm_eps);
   acts->B = B;
   acts->T = T;
   return 0;
@@ -525,6 +733,62 @@ int gemma_cuda_forward(GemmaCudaModel *model, const int *tokens, const int *targ
 // ---------------------------------------------------------------------------
 // Backward
 
+// Backward of per_layer_input_forward: dres (N, C) on entry d h_out, on
+// exit d h_ff; the per-layer input's gradient goes to acts->dple's layer l
+// slice. layer_scalar is a buffer: its gradient is never taken.
+static void per_layer_input_backward(GemmaCudaModel *model, int l, const GemmaLayerOffsets *off, const bf16 *w,
+                                     float *g, const CudaLayerActs *a, int N) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  GemmaCudaActs *acts = model->acts;
+  int C = cfg->hidden_size, P = (int)ple_width(cfg);
+  bf16 *dres = acts->dres, *dA = acts->dA, *dB = acts->dB;
+  scale_by_device_scalar_cuda(ctx, dres, dres, w + off->layer_scalar, (size_t)N * C);
+  if (!off->has_ple) return;
+  const bf16 *ple_l = acts->ple + (size_t)l * N * P;  // (N, P)
+  rmsnorm_backward_gain_cuda(ctx, dA, g + off->ple_norm, dres, a->ple_proj, w + off->ple_norm, a->ple_rstd, N, C);
+  matmul_backward_cuda(ctx, acts->dple_act, g + off->ple_proj, dA, a->ple_act, w + off->ple_proj, N, P, C);
+  geglu_backward_cuda(ctx, acts->dple_gate, acts->dple + (size_t)l * N * P, acts->dple_act, a->ple_gate, ple_l,
+                      (size_t)N * P);
+  matmul_backward_cuda(ctx, dB, g + off->ple_gate, acts->dple_gate, a->h_ff, w + off->ple_gate, N, C, P);
+  residual_add_cuda(ctx, dres, dres, dB, (size_t)N * C);
+}
+
+static int layer_attention_backward(GemmaCudaModel *model, int l, const CudaLayerActs *a, const bf16 *k, const bf16 *v,
+                              int B, int T, int nkv, int hd, const GemmaAttnSpec *spec, FimiError *err) {
+  CudaContext *ctx = model->ctx;
+  GemmaCudaActs *acts = model->acts;
+  int nh = model->config.num_attention_heads;
+  if (model->attention == GEMMA_CUDA_ATTENTION_CUDNN) {
+    if (attention_backward_cudnn(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, k, v, a->att, a->att_lse, B, T,
+                                 nh, nkv, hd, spec->window, spec->softcap, spec->scale, err) != 0)
+      return fimi_fail_wrap(err, "layer %d", l);
+    return 0;
+  }
+  attention_backward_cuda(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, k, v, a->att, a->att_lse, B, T, nh,
+                          nkv, hd, spec->window, spec->softcap, spec->scale);
+  return 0;
+}
+
+// Keys and values shared across layers (Gemma 4): a kv-shared layer hands
+// its key/value gradient (acts->dk, dv) to its source layer, whose backward
+// comes later and adds what it was sent.
+static void exchange_kv_grads(GemmaCudaModel *model, int l, const GemmaLayerOffsets *off, int N) {
+  GemmaLayerShape shape;
+  gemma_layer_shape(&model->config, l, &shape);
+  GemmaCudaActs *acts = model->acts;
+  CudaContext *ctx = model->ctx;
+  size_t NKV = (size_t)N * shape.kv_heads * shape.head_dim;
+  int src = shape.kv_source;
+  if (!off->has_k) {
+    residual_add_cuda(ctx, acts->dstore_k[src], acts->dstore_k[src], acts->dk, NKV);
+    residual_add_cuda(ctx, acts->dstore_v[src], acts->dstore_v[src], acts->dv, NKV);
+  } else if (acts->dstore_k[l]) {
+    residual_add_cuda(ctx, acts->dk, acts->dk, acts->dstore_k[l], NKV);
+    residual_add_cuda(ctx, acts->dv, acts->dv, acts->dstore_v[l], NKV);
+  }
+}
+
 // Backward through layer l (as layer_backward in gemma.c). dres (N, C): on
 // entry the gradient wrt the layer's output, on exit wrt its input h_in.
 // Parameter grads accumulate into g (layer_numel, fp32).
@@ -533,56 +797,95 @@ static int layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g,
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
   GemmaCudaActs *acts = model->acts;
-  int N = B * T, C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
-  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
-  size_t NC = (size_t)N * C;
+  GemmaLayerShape shape;
+  gemma_layer_shape(cfg, l, &shape);
+  int N = B * T, C = cfg->hidden_size, I = shape.intermediate, hd = shape.head_dim;
+  int nh = cfg->num_attention_heads, nkv = shape.kv_heads, qd = nh * hd, kvd = nkv * hd;
+  size_t NC = (size_t)N * C, NKV = (size_t)N * kvd;
   GemmaLayerOffsets off;
-  gemma_layer_offsets(cfg, &off);
+  gemma_layer_offsets_at(cfg, l, &off);
   GemmaAttnSpec spec;
   gemma_attn_spec(cfg, l, &spec);
   const int *pos = acts->positions;
   bf16 *dres = acts->dres, *dA = acts->dA, *dB = acts->dB;
+  bf16 *k, *v;  // (N, kvd) the keys and values attention read
+  layer_kv(model, l, &k, &v);
 
-  // MLP block, from h_out = h_mid + post_ff_norm(mlp).
-  rmsnorm_backward_cuda(ctx, dA, g + off.post_ff_norm, dres, a->mlp, w + off.post_ff_norm, a->mlp_rstd, N, C);
+  if (off.gemma4) per_layer_input_backward(model, l, &off, w, g, a, N);  // dres = dh_ff
+  // MLP block, from h_ff = h_mid + post_ff_norm(mlp).
+  norm_backward(ctx, &off, dA, g + off.post_ff_norm, dres, a->mlp, w + off.post_ff_norm, a->mlp_rstd, N, C);
   matmul_backward_cuda(ctx, acts->dgelu, g + off.down, dA, a->gelu, w + off.down, N, I, C);
   geglu_backward_cuda(ctx, acts->dgate, acts->dup, acts->dgelu, a->gate, a->up, (size_t)N * I);
   matmul_backward_cuda(ctx, dB, g + off.gate, acts->dgate, a->ln2, w + off.gate, N, C, I);  // dB = dln2 (gate part)
   matmul_backward_cuda(ctx, dA, g + off.up, acts->dup, a->ln2, w + off.up, N, C, I);
   residual_add_cuda(ctx, dB, dB, dA, NC);
-  rmsnorm_backward_cuda(ctx, dA, g + off.pre_ff_norm, dB, a->h_mid, w + off.pre_ff_norm, a->ln2_rstd, N, C);
+  norm_backward(ctx, &off, dA, g + off.pre_ff_norm, dB, a->h_mid, w + off.pre_ff_norm, a->ln2_rstd, N, C);
   residual_add_cuda(ctx, dres, dres, dA, NC);  // dres = dh_mid: residual path + MLP path
 
   // Attention block, from h_mid = h_in + post_attn_norm(o).
-  rmsnorm_backward_cuda(ctx, dA, g + off.post_attn_norm, dres, a->o, w + off.post_attn_norm, a->o_rstd, N, C);
+  norm_backward(ctx, &off, dA, g + off.post_attn_norm, dres, a->o, w + off.post_attn_norm, a->o_rstd, N, C);
   matmul_backward_cuda(ctx, acts->datt, g + off.o, dA, a->att, w + off.o, N, qd, C);
-  if (model->attention == GEMMA_CUDA_ATTENTION_CUDNN) {
-    if (attention_backward_cudnn(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, a->k, a->v, a->att, a->att_lse,
-                                 B, T, nh, nkv, hd, spec.window, spec.softcap, spec.scale, err) != 0)
-      return fimi_fail_wrap(err, "layer %d", l);
-  } else {
-    attention_backward_cuda(ctx, acts->dq, acts->dk, acts->dv, acts->datt, a->q, a->k, a->v, a->att, a->att_lse, B,
-                            T, nh, nkv, hd, spec.window, spec.softcap, spec.scale);
-  }
-  rope_backward_cuda(ctx, acts->dq, acts->dq, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale);
-  rope_backward_cuda(ctx, acts->dk, acts->dk, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale);
-  bf16 *dq_lin = acts->dq, *dk_lin = acts->dk;  // gradients wrt the q/k projections' outputs
+  if (layer_attention_backward(model, l, a, k, v, B, T, nkv, hd, &spec, err) != 0) return -1;
+  if (off.gemma4) exchange_kv_grads(model, l, &off, N);
+  rope_backward_partial_cuda(ctx, acts->dq, acts->dq, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale,
+                             spec.rope_pairs);
+  if (off.has_k)
+    rope_backward_partial_cuda(ctx, acts->dk, acts->dk, pos, N, nkv, hd, spec.rope_theta, spec.rope_position_scale,
+                               spec.rope_pairs);
+  bf16 *dq_lin = acts->dq, *dk_lin = acts->dk, *dv_lin = acts->dv;  // gradients wrt the projections' outputs
   if (off.has_qk_norm) {
     // datt is dead after attention_backward: reuse it for dq_raw.
-    rmsnorm_backward_cuda(ctx, acts->datt, g + off.q_norm, acts->dq, a->q_raw, w + off.q_norm, a->q_rstd, N * nh, hd);
-    rmsnorm_backward_cuda(ctx, acts->dk_raw, g + off.k_norm, acts->dk, a->k_raw, w + off.k_norm, a->k_rstd, N * nkv,
-                          hd);
+    norm_backward(ctx, &off, acts->datt, g + off.q_norm, acts->dq, a->q_raw, w + off.q_norm, a->q_rstd, N * nh, hd);
     dq_lin = acts->datt;
-    dk_lin = acts->dk_raw;
+    if (off.has_k) {
+      norm_backward(ctx, &off, acts->dk_raw, g + off.k_norm, acts->dk, a->k_raw, w + off.k_norm, a->k_rstd, N * nkv,
+                    hd);
+      dk_lin = acts->dk_raw;
+    }
+  }
+  if (off.gemma4 && off.has_k) {
+    // the value norm (no gain); with keys as values its input is k_proj's output
+    rmsnorm_backward_gain_cuda(ctx, acts->dv_raw, NULL, acts->dv, off.has_v ? a->v_raw : a->k_raw, NULL, a->v_rstd,
+                               N * nkv, hd);
+    dv_lin = acts->dv_raw;
+    if (!off.has_v) residual_add_cuda(ctx, dk_lin, dk_lin, acts->dv_raw, NKV);
   }
   matmul_backward_cuda(ctx, dB, g + off.q, dq_lin, a->ln1, w + off.q, N, C, qd);  // dB = dln1
-  matmul_backward_cuda(ctx, dA, g + off.k, dk_lin, a->ln1, w + off.k, N, C, kvd);
-  residual_add_cuda(ctx, dB, dB, dA, NC);
-  matmul_backward_cuda(ctx, dA, g + off.v, acts->dv, a->ln1, w + off.v, N, C, kvd);
-  residual_add_cuda(ctx, dB, dB, dA, NC);
-  rmsnorm_backward_cuda(ctx, dA, g + off.input_norm, dB, h_in, w + off.input_norm, a->ln1_rstd, N, C);
+  if (off.has_k) {
+    matmul_backward_cuda(ctx, dA, g + off.k, dk_lin, a->ln1, w + off.k, N, C, kvd);
+    residual_add_cuda(ctx, dB, dB, dA, NC);
+  }
+  if (off.has_v) {
+    matmul_backward_cuda(ctx, dA, g + off.v, dv_lin, a->ln1, w + off.v, N, C, kvd);
+    residual_add_cuda(ctx, dB, dB, dA, NC);
+  }
+  norm_backward(ctx, &off, dA, g + off.input_norm, dB, h_in, w + off.input_norm, a->ln1_rstd, N, C);
   residual_add_cuda(ctx, dres, dres, dA, NC);  // dres = dh_in
   return 0;
+}
+
+// Backward of per_layer_inputs: acts->dple (L, N, P) holds the gradient
+// wrt the per-layer inputs; accumulates the per-layer table's, projection's
+// and norm's gradients and adds the x0 part into dx0 (N, C).
+static void per_layer_inputs_backward(GemmaCudaModel *model, bf16 *dx0, int N) {
+  const GemmaConfig *cfg = &model->config;
+  CudaContext *ctx = model->ctx;
+  GemmaCudaActs *acts = model->acts;
+  GemmaGlobalOffsets g;
+  gemma_global_offsets(cfg, &g);
+  int C = cfg->hidden_size, L = cfg->num_hidden_layers, P = (int)ple_width(cfg), LP = L * P;
+  float proj_scale = (float)pow((double)C, -0.5), input_scale = (float)pow(2.0, -0.5);
+  // d(sum) = dple * 2^-0.5 for both terms, back to (N, L*P)
+  per_layer_inputs_split_cuda(ctx, acts->dple_flat, acts->dple, N, L, P, input_scale);
+  embedding_backward_cuda(ctx, model->grads + g.ple_embed, acts->dple_flat, acts->tokens, N, LP,
+                          cfg->vocab_size_per_layer_input, model->ple_embed_scale, cfg->pad_token_id);
+  rmsnorm_backward_gain_cuda(ctx, acts->dple_proj, model->grads + g.ple_norm, acts->dple_flat, acts->ple_proj,
+                             model->params + g.ple_norm, acts->ple_rstd, N * L, P);
+  scale_cuda(ctx, acts->dple_proj, acts->dple_proj, proj_scale, (size_t)N * LP);
+  // dA is free here (the layers are done): the x0 part of the gradient
+  matmul_backward_cuda(ctx, acts->dA, model->grads + g.ple_proj, acts->dple_proj, residual_at(acts, cfg, 0),
+                       model->params + g.ple_proj, N, C, LP);
+  residual_add_cuda(ctx, dx0, dx0, acts->dA, (size_t)N * C);
 }
 
 static int check_backward_ready(GemmaCudaModel *model, const char *who, FimiError *err) {
@@ -598,8 +901,16 @@ static int backward_from_final_norm(GemmaCudaModel *model, FimiError *err) {
   int B = acts->B, T = acts->T, N = B * T, C = cfg->hidden_size, V = cfg->vocab_size, L = cfg->num_hidden_layers;
   const bf16 *norm_w = model->params + (size_t)V * C;
   float *dwte = model->grads, *dnorm_w = model->grads + (size_t)V * C;
-  rmsnorm_backward_cuda(ctx, acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N,
-                        C);
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  norm_backward(ctx, &off, acts->dres, dnorm_w, acts->dA, residual_at(acts, cfg, L), norm_w, acts->final_rstd, N, C);
+  for (int l = 0; l < L; l++) {  // kv-shared layers add into these before their source's backward
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    size_t bytes = (size_t)N * shape.kv_heads * shape.head_dim * sizeof(bf16);
+    if (acts->dstore_k[l]) cuda_fill_bytes(ctx, acts->dstore_k[l], 0, bytes);
+    if (acts->dstore_v[l]) cuda_fill_bytes(ctx, acts->dstore_v[l], 0, bytes);
+  }
   for (int l = L - 1; l >= 0; l--) {
     const bf16 *w = NULL;
     float *g = NULL;
@@ -614,6 +925,7 @@ static int backward_from_final_norm(GemmaCudaModel *model, FimiError *err) {
         backward_done(model, l, err) != 0)
       return -1;
   }
+  if (ple_width(cfg) > 0) per_layer_inputs_backward(model, acts->dres, N);  // x0 feeds the per-layer inputs too
   // The tied embedding gets the input-side gradient on top of the LM head's.
   embedding_backward_cuda(ctx, dwte, acts->dres, acts->tokens, N, C, V, model->embed_scale, cfg->pad_token_id);
   return 0;
@@ -655,27 +967,34 @@ int gemma_cuda_forward_backward(GemmaCudaModel *model, const int *tokens, const 
 // ---------------------------------------------------------------------------
 // KV-cache decode (as model/decode.c)
 
-// Views into cache->scratch for n rows (n <= B), bf16.
+// Views into cache->scratch for n rows (n <= R), bf16, sized for the widest layer.
 typedef struct StepBuffers {
   bf16 *x;      // (n, C) residual stream
   bf16 *ln;     // (n, C) norm outputs
   bf16 *tmp;    // (n, C) post-norm outputs before the residual add
-  bf16 *q_raw;  // (n, qd) q_proj output (gemma3: before q_norm)
+  bf16 *q_raw;  // (n, qd) q_proj output (gemma3/4: before q_norm)
   bf16 *q;      // (n, nh, hd) normed + roped
   bf16 *k_raw;  // (n, kvd)
   bf16 *k;      // (n, nkv, hd) normed + roped, copied into the cache
   bf16 *v;      // (n, nkv, hd)
+  bf16 *v_raw;  // (n, kvd) Gemma 4: before the value norm
   bf16 *att;    // (n, qd)
   bf16 *o;      // (n, C)
   bf16 *gate;   // (n, I)
   bf16 *up;     // (n, I)
   bf16 *act;    // (n, I) gelu_tanh(gate) * up
+  // Gemma 4 with per-layer inputs (NULL otherwise)
+  PleBuffers ple;     // per-layer inputs of the n rows (ple.out (L, n, P))
+  bf16 *ple_gate;     // (n, P)
+  bf16 *ple_act;      // (n, P)
 } StepBuffers;
 
 static size_t carve_step(StepBuffers *s, char *base, const GemmaConfig *cfg, size_t n) {
-  size_t C = cfg->hidden_size, I = cfg->intermediate_size;
-  size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+  GemmaLayerWidths d = gemma_widest_layer(cfg);
+  size_t C = cfg->hidden_size, I = d.mlp, qd = d.qd, kvd = d.kvd;
+  size_t L = cfg->num_hidden_layers, P = ple_width(cfg);
   Carver c = {base, 0};
+  memset(s, 0, sizeof *s);
   s->x = carve_bf16(&c, n * C);
   s->ln = carve_bf16(&c, n * C);
   s->tmp = carve_bf16(&c, n * C);
@@ -684,12 +1003,45 @@ static size_t carve_step(StepBuffers *s, char *base, const GemmaConfig *cfg, siz
   s->k_raw = carve_bf16(&c, n * kvd);
   s->k = carve_bf16(&c, n * kvd);
   s->v = carve_bf16(&c, n * kvd);
+  s->v_raw = carve_bf16(&c, n * kvd);
   s->att = carve_bf16(&c, n * qd);
   s->o = carve_bf16(&c, n * C);
   s->gate = carve_bf16(&c, n * I);
   s->up = carve_bf16(&c, n * I);
   s->act = carve_bf16(&c, n * I);
+  if (P > 0) {
+    s->ple.proj = carve_bf16(&c, n * L * P);
+    s->ple.normed = carve_bf16(&c, n * L * P);
+    s->ple.embedded = carve_bf16(&c, n * L * P);
+    s->ple.out = carve_bf16(&c, L * n * P);
+    s->ple_gate = carve_bf16(&c, n * P);
+    s->ple_act = carve_bf16(&c, n * P);
+  }
   return c.used;
+}
+
+// Elements of one layer's cache part for B sequences of S tokens: (B, S, kvd).
+static size_t layer_cache_elems(const GemmaConfig *cfg, int l, size_t B, size_t S) {
+  GemmaLayerShape shape;
+  gemma_layer_shape(cfg, l, &shape);
+  return B * S * (size_t)shape.kv_heads * shape.head_dim;
+}
+
+// Each layer's part of the cache (kv_offset, elements); a kv-shared layer
+// has none of its own and reads its source's. Returns the total.
+static size_t layout_cache(GemmaCudaKVCache *cache, const GemmaConfig *cfg) {
+  size_t total = 0;
+  for (int l = 0; l < cfg->num_hidden_layers; l++) {
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    if (shape.kv_source != l) {
+      cache->kv_offset[l] = cache->kv_offset[shape.kv_source];
+      continue;
+    }
+    cache->kv_offset[l] = total;
+    total += layer_cache_elems(cfg, l, (size_t)cache->batch, (size_t)cache->capacity);
+  }
+  return total;
 }
 
 int gemma_cuda_kv_cache_create(GemmaCudaKVCache *cache, const GemmaCudaModel *model, int batch, int capacity,
@@ -706,13 +1058,12 @@ int gemma_cuda_kv_cache_create_rows(GemmaCudaKVCache *cache, const GemmaCudaMode
   if (batch <= 0 || capacity <= 0 || rows <= 0)
     return fimi_fail(err, "GPU KV cache: batch %d, capacity %d and rows %d must be positive", batch, capacity, rows);
   int R = rows > batch ? rows : batch;
-  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
-  size_t cache_elems = (size_t)cfg->num_hidden_layers * (size_t)batch * (size_t)capacity * kvd;
   StepBuffers views;
   size_t scratch_bytes = carve_step(&views, NULL, cfg, (size_t)R);
   void *k = NULL, *v = NULL, *scratch = NULL, *logits = NULL, *slots = NULL;
   cache->batch = batch;
   cache->capacity = capacity;
+  size_t cache_elems = layout_cache(cache, cfg);
   cache->rows = R;
   cache->chunk = rows;
   cache->lengths = fimi_calloc((size_t)batch, sizeof(int), err);
@@ -755,14 +1106,13 @@ void gemma_cuda_kv_cache_reset(GemmaCudaKVCache *cache) {
   memset(cache->lengths, 0, (size_t)cache->batch * sizeof(int));
 }
 
-// Copies the n new rows of k (or v) (n, kvd) into cache rows [l][ids[i]][positions[i]].
+// Copies the n new rows of k (or v) (n, kvd) into a layer's cache rows [ids[i]][positions[i]].
 // Consecutive sequences at the same position (lockstep decoding) are one
 // strided copy: their destinations are S * kvd apart; consecutive positions
 // of one sequence (a prefill chunk) are one contiguous copy.
-static void write_cache_rows(GemmaCudaModel *model, const GemmaCudaKVCache *cache, bf16 *layer_cache,
+static void write_cache_rows(GemmaCudaModel *model, const GemmaCudaKVCache *cache, bf16 *layer_cache, size_t kvd,
                              const bf16 *rows, const int *ids, const int *positions, int n) {
   size_t S = (size_t)cache->capacity;
-  size_t kvd = (size_t)model->config.num_key_value_heads * model->config.head_dim;
   for (int i = 0; i < n;) {
     int run = 1;
     size_t pitch = S * kvd;
@@ -789,30 +1139,36 @@ static void layer_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, int l, co
                        const int *positions, const int *d_positions, const int *d_lengths, int n, int prefill) {
   const GemmaConfig *cfg = &model->config;
   CudaContext *ctx = model->ctx;
-  int C = cfg->hidden_size, I = cfg->intermediate_size, hd = cfg->head_dim;
-  int nh = cfg->num_attention_heads, nkv = cfg->num_key_value_heads, qd = nh * hd, kvd = nkv * hd;
+  GemmaLayerShape shape;
+  gemma_layer_shape(cfg, l, &shape);
+  int C = cfg->hidden_size, I = shape.intermediate, hd = shape.head_dim;
+  int nh = cfg->num_attention_heads, nkv = shape.kv_heads, qd = nh * hd, kvd = nkv * hd;
   float eps = (float)cfg->rms_norm_eps;
   GemmaLayerOffsets off;
-  gemma_layer_offsets(cfg, &off);
+  gemma_layer_offsets_at(cfg, l, &off);
   GemmaAttnSpec spec;
   gemma_attn_spec(cfg, l, &spec);
   const bf16 *w = gemma_cuda_layer_params(model, l);
-  size_t B = (size_t)cache->batch, S = (size_t)cache->capacity;
-  bf16 *kc = cache->k + (size_t)l * B * S * kvd;  // (B, S, nkv, hd) for this layer
-  bf16 *vc = cache->v + (size_t)l * B * S * kvd;
+  size_t S = (size_t)cache->capacity;
+  bf16 *kc = cache->k + cache->kv_offset[l];  // (B, S, nkv, hd): this layer's, or its kv source's
+  bf16 *vc = cache->v + cache->kv_offset[l];
 
-  rmsnorm_forward_cuda(ctx, s->ln, NULL, s->x, w + off.input_norm, n, C, eps);
+  norm_forward(ctx, &off, s->ln, NULL, s->x, w + off.input_norm, n, C, eps);
   matmul_forward_cuda(ctx, off.has_qk_norm ? s->q_raw : s->q, s->ln, w + off.q, n, C, qd);
-  matmul_forward_cuda(ctx, off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, n, C, kvd);
-  matmul_forward_cuda(ctx, s->v, s->ln, w + off.v, n, C, kvd);
-  if (off.has_qk_norm) {
-    rmsnorm_forward_cuda(ctx, s->q, NULL, s->q_raw, w + off.q_norm, n * nh, hd, eps);
-    rmsnorm_forward_cuda(ctx, s->k, NULL, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
+  if (off.has_qk_norm) norm_forward(ctx, &off, s->q, NULL, s->q_raw, w + off.q_norm, n * nh, hd, eps);
+  rope_forward_partial_cuda(ctx, s->q, s->q, d_positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale,
+                            spec.rope_pairs);
+  if (off.has_k) {  // a kv-shared layer writes no cache: it reads its source's
+    matmul_forward_cuda(ctx, off.has_qk_norm ? s->k_raw : s->k, s->ln, w + off.k, n, C, kvd);
+    bf16 *v_lin = off.gemma4 ? (off.has_v ? s->v_raw : s->k_raw) : s->v;  // (n, kvd) before the value norm
+    if (off.has_v) matmul_forward_cuda(ctx, v_lin, s->ln, w + off.v, n, C, kvd);
+    if (off.gemma4) rmsnorm_forward_gain_cuda(ctx, s->v, NULL, v_lin, NULL, n * nkv, hd, eps);
+    if (off.has_qk_norm) norm_forward(ctx, &off, s->k, NULL, s->k_raw, w + off.k_norm, n * nkv, hd, eps);
+    rope_forward_partial_cuda(ctx, s->k, s->k, d_positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale,
+                              spec.rope_pairs);
+    write_cache_rows(model, cache, kc, (size_t)kvd, s->k, ids, positions, n);
+    write_cache_rows(model, cache, vc, (size_t)kvd, s->v, ids, positions, n);
   }
-  rope_forward_cuda(ctx, s->q, s->q, d_positions, n, nh, hd, spec.rope_theta, spec.rope_position_scale);
-  rope_forward_cuda(ctx, s->k, s->k, d_positions, n, nkv, hd, spec.rope_theta, spec.rope_position_scale);
-  write_cache_rows(model, cache, kc, s->k, ids, positions, n);
-  write_cache_rows(model, cache, vc, s->v, ids, positions, n);
   if (prefill) {
     size_t b = (size_t)ids[0];
     attention_prefill_cuda(ctx, s->att, s->q, kc + b * S * kvd, vc + b * S * kvd, d_lengths, n, (int)S, nh, nkv, hd,
@@ -827,16 +1183,46 @@ static void layer_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, int l, co
     }
   }
   matmul_forward_cuda(ctx, s->o, s->att, w + off.o, n, qd, C);
-  rmsnorm_forward_cuda(ctx, s->tmp, NULL, s->o, w + off.post_attn_norm, n, C, eps);
+  norm_forward(ctx, &off, s->tmp, NULL, s->o, w + off.post_attn_norm, n, C, eps);
   residual_add_cuda(ctx, s->x, s->x, s->tmp, (size_t)n * C);
 
-  rmsnorm_forward_cuda(ctx, s->ln, NULL, s->x, w + off.pre_ff_norm, n, C, eps);
+  norm_forward(ctx, &off, s->ln, NULL, s->x, w + off.pre_ff_norm, n, C, eps);
   matmul_forward_cuda(ctx, s->gate, s->ln, w + off.gate, n, C, I);
   matmul_forward_cuda(ctx, s->up, s->ln, w + off.up, n, C, I);
   geglu_forward_cuda(ctx, s->act, s->gate, s->up, (size_t)n * I);
   matmul_forward_cuda(ctx, s->o, s->act, w + off.down, n, I, C);
-  rmsnorm_forward_cuda(ctx, s->tmp, NULL, s->o, w + off.post_ff_norm, n, C, eps);
+  norm_forward(ctx, &off, s->tmp, NULL, s->o, w + off.post_ff_norm, n, C, eps);
   residual_add_cuda(ctx, s->x, s->x, s->tmp, (size_t)n * C);
+  if (!off.gemma4) return;
+
+  // Gemma 4: x = scalar * (x + post_per_layer_input_norm(per_layer_projection(
+  //   gelu_tanh(per_layer_input_gate(x)) * ple_l))), as the training forward.
+  if (off.has_ple) {
+    int P = (int)ple_width(cfg);
+    const bf16 *ple_l = s->ple.out + (size_t)l * n * P;  // (n, P)
+    matmul_forward_cuda(ctx, s->ple_gate, s->x, w + off.ple_gate, n, C, P);
+    geglu_forward_cuda(ctx, s->ple_act, s->ple_gate, ple_l, (size_t)n * P);
+    matmul_forward_cuda(ctx, s->o, s->ple_act, w + off.ple_proj, n, P, C);
+    rmsnorm_forward_gain_cuda(ctx, s->tmp, NULL, s->o, w + off.ple_norm, n, C, eps);
+    residual_add_cuda(ctx, s->x, s->x, s->tmp, (size_t)n * C);
+  }
+  scale_by_device_scalar_cuda(ctx, s->x, s->x, w + off.layer_scalar, (size_t)n * C);
+}
+
+// Embedding (and Gemma 4's per-layer inputs) of the step's n rows into s->x.
+static void step_embed(GemmaCudaModel *model, const StepBuffers *s, const int *d_tokens, int n) {
+  const GemmaConfig *cfg = &model->config;
+  embedding_forward_cuda(model->ctx, s->x, d_tokens, model->params, n, cfg->hidden_size, model->embed_scale);
+  if (ple_width(cfg) > 0) per_layer_inputs(model, s->x, d_tokens, n, &s->ple);
+}
+
+// The final norm of n rows (Gemma 4's scales by w).
+static void step_final_norm(GemmaCudaModel *model, bf16 *out, const bf16 *x, int n) {
+  const GemmaConfig *cfg = &model->config;
+  GemmaLayerOffsets off;
+  gemma_layer_offsets(cfg, &off);
+  norm_forward(model->ctx, &off, out, NULL, x, model->params + (size_t)cfg->vocab_size * cfg->hidden_size, n,
+               cfg->hidden_size, (float)cfg->rms_norm_eps);
 }
 
 int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const int *tokens, const int *active,
@@ -870,11 +1256,11 @@ int gemma_cuda_decode_step(GemmaCudaModel *model, GemmaCudaKVCache *cache, const
 
   StepBuffers s;
   carve_step(&s, (char *)cache->scratch, cfg, (size_t)n);
-  const bf16 *wte = model->params, *norm_w = model->params + (size_t)V * C;
-  embedding_forward_cuda(ctx, s.x, d_tokens, wte, n, C, model->embed_scale);
+  const bf16 *wte = model->params;
+  step_embed(model, &s, d_tokens, n);
   for (int l = 0; l < cfg->num_hidden_layers; l++)
     layer_step(model, cache, l, &s, ids, positions, d_positions, d_lengths, n, 0);
-  rmsnorm_forward_cuda(ctx, s.ln, NULL, s.x, norm_w, n, C, (float)cfg->rms_norm_eps);
+  step_final_norm(model, s.ln, s.x, n);
   for (int i = 0; i < n;) {
     int run = decode_run_length(ids, n, i);
     lm_head_logits_cuda(ctx, cache->logits + (size_t)ids[i] * V, s.ln + (size_t)i * C, wte, run, C, V,
@@ -909,7 +1295,7 @@ int gemma_cuda_prefill(GemmaCudaModel *model, GemmaCudaKVCache *cache, int b, co
       return fimi_fail(err, "prefill: token %d at %d is outside the vocabulary [0, %d)", tokens[i], i, V);
   int *ids = cache->h_slots, *positions = ids + R, *toks = ids + 2 * R, *query_lengths = ids + 3 * R;
   int *d_positions = cache->d_slots, *d_tokens = cache->d_slots + R, *d_lengths = cache->d_slots + 2 * R;
-  const bf16 *wte = model->params, *norm_w = model->params + (size_t)V * C;
+  const bf16 *wte = model->params;
   int base = cache->lengths[b];
   StepBuffers s;
   for (int start = 0; start < n; start += chunk) {
@@ -925,12 +1311,12 @@ int gemma_cuda_prefill(GemmaCudaModel *model, GemmaCudaKVCache *cache, int b, co
     // previous chunk is done with d_slots and the host arrays).
     cuda_upload_i32(ctx, d_positions, positions, 3 * (size_t)R);
     carve_step(&s, (char *)cache->scratch, cfg, (size_t)m);
-    embedding_forward_cuda(ctx, s.x, d_tokens, wte, m, C, model->embed_scale);
+    step_embed(model, &s, d_tokens, m);
     for (int l = 0; l < cfg->num_hidden_layers; l++)
       layer_step(model, cache, l, &s, ids, positions, d_positions, d_lengths, m, 1);
     if (start + m == n) {  // only the last token's logits are wanted: its row alone
       bf16 *x_last = s.x + (size_t)(m - 1) * C, *ln_last = s.ln + (size_t)(m - 1) * C;
-      rmsnorm_forward_cuda(ctx, ln_last, NULL, x_last, norm_w, 1, C, (float)cfg->rms_norm_eps);
+      step_final_norm(model, ln_last, x_last, 1);
       lm_head_logits_cuda(ctx, cache->logits + (size_t)b * V, ln_last, wte, 1, C, V,
                           (float)cfg->final_logit_softcapping);
       if (logits) cuda_download_f32(ctx, logits, cache->logits + (size_t)b * V, (size_t)V);
@@ -947,10 +1333,13 @@ int gemma_cuda_kv_cache_copy_sequence(GemmaCudaModel *model, GemmaCudaKVCache *c
   if (dst < 0 || dst >= cache->batch || src < 0 || src >= cache->batch)
     return fimi_fail(err, "GPU KV cache copy: sequences %d <- %d outside [0, %d)", dst, src, cache->batch);
   if (dst == src) return 0;
-  size_t kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim, S = (size_t)cache->capacity;
-  size_t bytes = (size_t)cache->lengths[src] * kvd * sizeof(bf16);
+  size_t S = (size_t)cache->capacity;
   for (int l = 0; l < cfg->num_hidden_layers; l++) {
-    size_t from = (((size_t)l * cache->batch + src) * S) * kvd, to = (((size_t)l * cache->batch + dst) * S) * kvd;
+    GemmaLayerShape shape;
+    gemma_layer_shape(cfg, l, &shape);
+    if (shape.kv_source != l) continue;  // a kv-shared layer has no cache of its own
+    size_t kvd = (size_t)shape.kv_heads * shape.head_dim, bytes = (size_t)cache->lengths[src] * kvd * sizeof(bf16);
+    size_t from = cache->kv_offset[l] + (size_t)src * S * kvd, to = cache->kv_offset[l] + (size_t)dst * S * kvd;
     cuda_copy_rows(model->ctx, cache->k + to, bytes, cache->k + from, bytes, bytes, 1);
     cuda_copy_rows(model->ctx, cache->v + to, bytes, cache->v + from, bytes, bytes, 1);
   }

@@ -77,6 +77,7 @@ typedef struct GemmaCudaModel {
   size_t grads_numel;    // the same
   const GemmaCudaLayerHooks *hooks;  // NULL: every layer resident in params / grads
   float embed_scale;     // sqrt(C) rounded to bf16, as HF does with bf16 weights
+  float ple_embed_scale; // Gemma 4: sqrt(P) rounded to bf16 (the per-layer table's scale)
   GemmaCudaActs *acts;   // forward/backward state, allocated for the largest B*T seen
 } GemmaCudaModel;
 
@@ -145,7 +146,8 @@ typedef struct GemmaCudaKVCache {
   int rows;       // R = max(B, chunk): rows one model call runs at most
   int chunk;      // tokens per prefill pass
   int *lengths;   // host (B): tokens currently cached per sequence
-  bf16 *k, *v;    // device (L, B, S, nkv, hd)
+  bf16 *k, *v;    // device: per layer (B, S, nkv, hd) of that layer, at kv_offset[l]
+  size_t kv_offset[GEMMA_MAX_LAYERS];  // elements; a kv-shared layer (Gemma 4) has its source's
   bf16 *scratch;  // device: one call's activations for up to R rows
   float *logits;  // device (B, V) fp32: the last step's logits of the active rows (prefill: its sequence's row)
   // device (3R): positions (R) and token ids (R) of the call's rows, then

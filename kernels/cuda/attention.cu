@@ -14,11 +14,14 @@
 //   dK/dV, scalar fp32 math, one key at a time), chosen with the environment
 //   variable FIMI_CUDA_SIMPLE=1, so that a wrong fast kernel can be told apart
 //   from a wrong test; they are also the fallback when a pointer is not 16-byte
-//   aligned (the fast kernels load 8 bf16 at a time).
+//   aligned (the fast kernels load 8 bf16 at a time), and the only forward
+//   and backward for head dim 512 (Gemma 4's full-attention layers), whose
+//   tiles do not fit the fast kernels (see "tile shapes per head dim").
 // - a decode kernel: one block per (sequence, head), 8 warps taking every 8th
 //   cache row with their own online softmax, merged in warp order; prefill
 //   (a chunk of one sequence's queries against its cache) is the same kernel
 //   with one block per (query, head), all rows reading one cache.
+// Head dims: 64, 128, 256 everywhere; 512 on the simple kernels and decode.
 // Masking, softcap, scale and GQA follow kernels/cpu/attention.c: score =
 // q.k * scale, softcap * tanh(score / softcap) when softcap > 0, query i sees
 // keys j <= i and, with a window W > 0, j > i - W; kv head = h / (nh / nkv).
@@ -69,13 +72,19 @@ __device__ __forceinline__ int last_seeing_query(int j, int T, int window) {
   return window > 0 && window - 1 < T - 1 - j ? j + window - 1 : T - 1;
 }
 
+// The largest head dim of the tensor-core kernels; above it (512) the
+// forward and backward take the simple kernels.
+#define ATT_FAST_MAX_HD 256
+// The largest head dim at all: the simple kernels' block has hd threads.
+#define ATT_MAX_HD 512
+
 // B and the heads go into gridDim.y / .z (at most 65535): say so rather than
 // fail the launch with "invalid configuration argument".
 static void check_attention_shape(const char *op, int B, int T, int nh, int nkv, int hd) {
   if (B < 0 || B > 65535 || T < 0 || nh <= 0 || nh > 65535 || nkv <= 0 || nh % nkv != 0 ||
-      (hd != 64 && hd != 128 && hd != 256)) {
+      (hd != 64 && hd != 128 && hd != 256 && hd != 512)) {
     fprintf(stderr,
-            "fimi: %s: unsupported shape B=%d T=%d nh=%d nkv=%d hd=%d (hd in {64,128,256}, nh %% nkv == 0, "
+            "fimi: %s: unsupported shape B=%d T=%d nh=%d nkv=%d hd=%d (hd in {64,128,256,512}, nh %% nkv == 0, "
             "B and nh <= 65535)\n",
             op, B, T, nh, nkv, hd);
     exit(EXIT_FAILURE);
@@ -84,13 +93,16 @@ static void check_attention_shape(const char *op, int B, int T, int nh, int nkv,
 
 // ---------------------------------------------------------------------------
 // simple reference kernels: one block of hd threads (thread d owns element d),
-// keys visited one at a time, each dot product a block_reduce_sum.
+// keys visited one at a time, each dot product a block_reduce_sum (which
+// takes up to 1024 threads: hd 512 is 16 warps). __launch_bounds__(512) keeps
+// every kernel's registers within what a 512-thread block may use (128 per
+// thread), so hd 512 cannot fail to launch for lack of registers.
 
 // One query row (i, h, b) per block, online softmax over its visible keys.
 // out (B, T, nh, hd), lse (B, nh, T) or NULL, q (B, T, nh, hd), k, v (B, T, nkv, hd)
-__global__ void attention_forward_simple_kernel(bfloat *out, float *lse, const bfloat *q, const bfloat *k,
-                                                const bfloat *v, int T, int nh, int nkv, int hd, int window,
-                                                float softcap, float scale) {
+__global__ void __launch_bounds__(ATT_MAX_HD)
+    attention_forward_simple_kernel(bfloat *out, float *lse, const bfloat *q, const bfloat *k, const bfloat *v, int T,
+                                    int nh, int nkv, int hd, int window, float softcap, float scale) {
   __shared__ float red[32];
   int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, d = threadIdx.x;
   int kvh = h / (nh / nkv);
@@ -117,9 +129,10 @@ __global__ void attention_forward_simple_kernel(bfloat *out, float *lse, const b
 // dq of one query row per block: dq_i = sum_j ds_ij k_j,
 // ds = p (dp - D) dcap scale, p = exp(score - lse), dp = dout_i . v_j, D = dout_i . out_i.
 // dq (B, T, nh, hd); dout, q, out like dq; k, v (B, T, nkv, hd); lse (B, nh, T)
-__global__ void attention_backward_dq_simple_kernel(bfloat *dq, const bfloat *dout, const bfloat *q, const bfloat *k,
-                                                    const bfloat *v, const bfloat *out, const float *lse, int T,
-                                                    int nh, int nkv, int hd, int window, float softcap, float scale) {
+__global__ void __launch_bounds__(ATT_MAX_HD)
+    attention_backward_dq_simple_kernel(bfloat *dq, const bfloat *dout, const bfloat *q, const bfloat *k,
+                                        const bfloat *v, const bfloat *out, const float *lse, int T, int nh, int nkv,
+                                        int hd, int window, float softcap, float scale) {
   __shared__ float red[32];
   int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, d = threadIdx.x;
   int kvh = h / (nh / nkv);
@@ -144,10 +157,10 @@ __global__ void attention_backward_dq_simple_kernel(bfloat *dq, const bfloat *do
 // dk, dv of one key row (j, kvh, b) per block: sums over the group's query
 // heads (in order) and the queries that see key j (in order).
 // dk, dv (B, T, nkv, hd) or NULL; others as in the dq kernel
-__global__ void attention_backward_dkdv_simple_kernel(bfloat *dk, bfloat *dv, const bfloat *dout, const bfloat *q,
-                                                      const bfloat *k, const bfloat *v, const bfloat *out,
-                                                      const float *lse, int T, int nh, int nkv, int hd, int window,
-                                                      float softcap, float scale) {
+__global__ void __launch_bounds__(ATT_MAX_HD)
+    attention_backward_dkdv_simple_kernel(bfloat *dk, bfloat *dv, const bfloat *dout, const bfloat *q, const bfloat *k,
+                                          const bfloat *v, const bfloat *out, const float *lse, int T, int nh, int nkv,
+                                          int hd, int window, float softcap, float scale) {
   __shared__ float red[32];
   int j = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, d = threadIdx.x;
   int group = nh / nkv;
@@ -677,6 +690,23 @@ __global__ void __launch_bounds__(ATT_THREADS, 1)
 // ---- tile shapes per head dim ----
 // (BR query rows, BC keys). hd 256 takes 32-key tiles in the backward to fit
 // its tiles and fp32 staging in the 227 KiB of shared memory an H100/H200 block may use.
+//
+// hd 512 has no tile shape here, so it runs on the simple kernels (bytes of
+// the layouts above, against the 232,448 B limit):
+// - forward at (64, 64): Q, K, V 66,560 B each (rows padded to 520 bf16),
+//   O 132,096 B (fp32, rows of 516), S and P 26,624 B, row max and sum
+//   512 B: 358,912 B.
+//   At (32, 64): 246,016 B, still too much. At (32, 32) it would fit
+//   (173,312 B), but WarpTiles<32, 32> (S = Q K^T) cannot split the work:
+//   2 fragment rows over 8 warps is 4 warps per row, and the tile's 2
+//   fragment columns do not divide among 4 warps (static_assert); (16, 64)
+//   fails the same way (1 row, 8 warps, 4 columns).
+// - backward: at hd 256's (64, 32), 360,960 B for either pass; at (32, 32)
+//   the dK/dV pass needs 279,808 B (and hits the same WarpTiles<32, 32>
+//   limit); its dK and dV register accumulators would also be 2 x 8
+//   fragments (128 fp32 registers) per thread.
+// A 512 fast path needs a different split (e.g. O and dK/dV over head-dim
+// slices, or fragments from registers rather than fp32 shared tiles).
 #define ATT_SMEM_LIMIT 232448
 template <int HD>
 struct AttentionTiles {
@@ -760,6 +790,8 @@ __global__ void __launch_bounds__(DECODE_WARPS * 32)
                             const int *lengths, size_t seq_stride, int S, int nh, int nkv, int window, float softcap,
                             float scale) {
   constexpr int VPL = HD / 32;  // elements per lane
+  // static shared memory is capped at 48 KiB per block: w_acc is 16 KiB at hd 512
+  static_assert(sizeof(float) * DECODE_WARPS * (HD + 2) <= 48 * 1024, "decode shared memory");
   __shared__ float w_max[DECODE_WARPS], w_sum[DECODE_WARPS];
   __shared__ float w_acc[DECODE_WARPS][HD];
   int h = blockIdx.x, b = blockIdx.y;
@@ -826,7 +858,8 @@ extern "C" void attention_forward_cuda(CudaContext *ctx, bf16 *out, float *lse, 
   if (B == 0 || T == 0) return;
   bfloat *o = as_nv(out);
   const bfloat *qn = as_nv(q), *kn = as_nv(k), *vn = as_nv(v);
-  int fast = !cuda_simple_mode() && is_aligned16(out) && is_aligned16(q) && is_aligned16(k) && is_aligned16(v);
+  int fast = hd <= ATT_FAST_MAX_HD && !cuda_simple_mode() && is_aligned16(out) && is_aligned16(q) &&
+             is_aligned16(k) && is_aligned16(v);
   if (!fast) {
     attention_forward_simple_kernel<<<dim3(T, nh, B), hd, 0, ctx->stream>>>(o, lse, qn, kn, vn, T, nh, nkv, hd, window,
                                                                           softcap, scale);
@@ -846,8 +879,8 @@ extern "C" void attention_backward_cuda(CudaContext *ctx, bf16 *dq, bf16 *dk, bf
   if (B == 0 || T == 0 || (!dq && !dk && !dv)) return;
   bfloat *dqn = dq ? as_nv(dq) : NULL, *dkn = dk ? as_nv(dk) : NULL, *dvn = dv ? as_nv(dv) : NULL;
   const bfloat *gn = as_nv(dout), *qn = as_nv(q), *kn = as_nv(k), *vn = as_nv(v), *on = as_nv(out);
-  int fast = !cuda_simple_mode() && is_aligned16(dout) && is_aligned16(q) && is_aligned16(k) && is_aligned16(v) &&
-             is_aligned16(out);
+  int fast = hd <= ATT_FAST_MAX_HD && !cuda_simple_mode() && is_aligned16(dout) && is_aligned16(q) &&
+             is_aligned16(k) && is_aligned16(v) && is_aligned16(out);
   if (!fast) {
     if (dq) {
       attention_backward_dq_simple_kernel<<<dim3(T, nh, B), hd, 0, ctx->stream>>>(dqn, gn, qn, kn, vn, on, lse, T, nh,
@@ -880,8 +913,11 @@ static void decode_launch(CudaContext *ctx, bf16 *out, const bf16 *q, const bf16
   else if (hd == 128)
     attention_decode_kernel<128><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, seq_stride, S,
                                                                               nh, nkv, window, softcap, scale);
-  else
+  else if (hd == 256)
     attention_decode_kernel<256><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, seq_stride, S,
+                                                                              nh, nkv, window, softcap, scale);
+  else
+    attention_decode_kernel<512><<<grid, DECODE_WARPS * 32, 0, ctx->stream>>>(o, qn, kn, vn, lengths, seq_stride, S,
                                                                               nh, nkv, window, softcap, scale);
   cuda_check_launch();
 }

@@ -76,6 +76,21 @@ void accumulate_f64_cuda(CudaContext *ctx, double *acc, const float *x, size_t n
 // out (n) fp32 = in (n) double, rounded to nearest even.
 void cast_f64_to_f32_cuda(CudaContext *ctx, float *out, const double *in, size_t n);
 
+// out (n) = inp (n) * scale, in fp32 then rounded to bf16. In place allowed.
+void scale_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, float scale, size_t n);
+// out (n) = inp (n) * scalar[0], scalar ONE bf16 in device memory (Gemma 4's
+// layer_scalar, read on the device so no host synchronization). In place
+// allowed (out == inp); out must not cover the scalar.
+void scale_by_device_scalar_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, const bf16 *scalar, size_t n);
+// Gemma 4's per-layer inputs from their two parts, into layer-major order:
+// out (L, N, P) with out[l][n][p] = (normed[n][l*P + p] + embedded[n][l*P + p])
+// * scale, in fp32 then rounded once; normed, embedded (N, L*P). Not in place.
+void per_layer_inputs_combine_cuda(CudaContext *ctx, bf16 *out, const bf16 *normed, const bf16 *embedded, int N,
+                                   int L, int P, float scale);
+// Its backward for either part: dflat (N, L*P) with dflat[n][l*P + p] =
+// dple[l][n][p] * scale; dple (L, N, P). Not in place.
+void per_layer_inputs_split_cuda(CudaContext *ctx, bf16 *dflat, const bf16 *dple, int N, int L, int P, float scale);
+
 // ---- matmul through cuBLASLt (kernels/cuda/matmul.cu) ----
 // out (N, OC) bf16 = inp (N, C) @ weight (OC, C)^T, fp32 compute. The
 // descriptors and the algorithm chosen by the heuristic are cached per shape.
@@ -94,12 +109,30 @@ void rmsnorm_forward_cuda(CudaContext *ctx, bf16 *out, float *rstd, const bf16 *
 void rmsnorm_backward_cuda(CudaContext *ctx, bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
                            const bf16 *weight, const float *rstd, int N, int C);
 
+// Gemma 4 flavour (rmsnorm_forward_gain / rmsnorm_backward_gain in ops.h):
+// out = x * rstd * w, the weight the gain itself, or with weight NULL no gain
+// (Gemma 4's value norm). dweight may be NULL (it must be when weight is
+// NULL); otherwise accumulated, deterministic as above.
+void rmsnorm_forward_gain_cuda(CudaContext *ctx, bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight, int N,
+                               int C, float eps);
+void rmsnorm_backward_gain_cuda(CudaContext *ctx, bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
+                                const bf16 *weight, const float *rstd, int N, int C);
+
 // ---- RoPE (kernels/cuda/rope.cu), angles computed in fp32 as on CPU ----
 // x (N, nheads, hd), positions (N). In place allowed.
 void rope_forward_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, const int *positions, int N, int nheads, int hd,
                        float theta, float position_scale);
 void rope_backward_cuda(CudaContext *ctx, bf16 *dinp, const bf16 *dout, const int *positions, int N, int nheads, int hd,
                         float theta, float position_scale);
+
+// Partial rotation (rope_forward_partial in ops.h, Gemma 4's "proportional"
+// rope): pairs (i, i + hd/2) with i < rot_pairs rotate, the others pass
+// through; rot_pairs = hd/2 is rope_forward_cuda (the same kernel: same
+// bits). 0 <= rot_pairs <= hd/2, else the op exits. In place allowed.
+void rope_forward_partial_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, const int *positions, int N, int nheads,
+                               int hd, float theta, float position_scale, int rot_pairs);
+void rope_backward_partial_cuda(CudaContext *ctx, bf16 *dinp, const bf16 *dout, const int *positions, int N,
+                                int nheads, int hd, float theta, float position_scale, int rot_pairs);
 
 // ---- GeGLU, gelu_tanh (kernels/cuda/geglu.cu) ----
 void geglu_forward_cuda(CudaContext *ctx, bf16 *out, const bf16 *gate, const bf16 *up, size_t n);
@@ -118,7 +151,8 @@ void embedding_backward_cuda(CudaContext *ctx, float *dwte, const bf16 *dout, co
 
 // ---- attention, flash style (kernels/cuda/attention.cu) ----
 // q (B, T, nh, hd), k and v (B, T, nkv, hd), out (B, T, nh, hd), lse (B, nh, T)
-// fp32. hd in {64, 128, 256}. Same masking, softcap and GQA as ops.h.
+// fp32. hd in {64, 128, 256, 512} (512, Gemma 4's full-attention layers:
+// the simple kernels, see attention.cu). Same masking, softcap and GQA as ops.h.
 void attention_forward_cuda(CudaContext *ctx, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, int B,
                             int T, int nh, int nkv, int hd, int window, float softcap, float scale);
 // dq (B, T, nh, hd), dk and dv (B, T, nkv, hd) overwritten, deterministic.

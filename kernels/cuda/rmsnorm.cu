@@ -1,6 +1,13 @@
-// kernels/cuda/rmsnorm.cu: Gemma RMSNorm on the GPU, (1 + w) gain, fp32
-// statistics. Defines rmsnorm_forward_cuda and rmsnorm_backward_cuda
-// (kernels/cuda/ops_cuda.h); kernels/cpu/rmsnorm.c is the reference.
+// kernels/cuda/rmsnorm.cu: Gemma RMSNorm on the GPU, fp32 statistics.
+// Defines rmsnorm_forward_cuda and rmsnorm_backward_cuda (gain 1 + w, Gemma
+// 2/3) and rmsnorm_forward_gain_cuda and rmsnorm_backward_gain_cuda (gain w,
+// Gemma 4, or no gain with weight NULL: Gemma 4's value norm), all in
+// kernels/cuda/ops_cuda.h; kernels/cpu/rmsnorm.c is the reference.
+//
+// The three gains are one set of kernels with the gain as a template
+// argument (NormGain): each flavour is compiled on its own, the (1 + w)
+// kernels to the same PTX as when they were the only ones (same bits), and
+// the no-weight ones never load a weight.
 //
 // Forward and the dinp part of the backward: one warp per row (8 rows per
 // 256-thread block). Each lane sums its columns in fp32, the warp reduces with
@@ -9,10 +16,11 @@
 // a multiple of 8 and the pointers are 16-byte aligned each lane moves 8 bf16
 // per load; otherwise (or with FIMI_CUDA_SIMPLE=1) it walks single columns.
 //
-// dweight without atomics: the rows are split into R fixed chunks and the
-// columns into 64-wide tiles; block (tile, chunk) sums its rows for its 64
-// columns into partial (R, C) fp32, then one thread per column adds the R
-// partials in chunk order to dweight. R depends only on (N, C), so the bits do
+// dweight (the same for both weighted gains: d(1 + w)/dw = dw/dw = 1) without
+// atomics: the rows are split into R fixed chunks and the columns into
+// 64-wide tiles; block (tile, chunk) sums its rows for its 64 columns into
+// partial (R, C) fp32, then one thread per column adds the R partials in
+// chunk order to dweight. R depends only on (N, C), so the bits do
 // not depend on the GPU. partial is stream-ordered scratch (cudaMallocAsync
 // from the device pool, which cuda_context_create keeps warm).
 extern "C" {
@@ -29,11 +37,41 @@ extern "C" {
 #define RMSNORM_MIN_ROWS_PER_CHUNK 32   // fewer rows per chunk would be mostly overhead
 #define RMSNORM_TARGET_BLOCKS 1024      // (tiles * chunks) aimed at: several waves on 132 SMs
 
+// The gain applied after normalizing: (1 + w) (Gemma 2/3 store the weight
+// centred on 0), w (Gemma 4 stores the gain itself), or none (weight NULL).
+enum NormGain { GAIN_ONE_PLUS_W, GAIN_W, GAIN_NONE };
+
+// The gain of one column from its bf16 weight value w (unused for GAIN_NONE).
+template <int GAIN>
+__device__ __forceinline__ float norm_gain(float w) {
+  return GAIN == GAIN_ONE_PLUS_W ? 1.0f + w : (GAIN == GAIN_W ? w : 1.0f);
+}
+
+// The 8 weight values of a vector lane at column c (without a weight: no
+// load, zeros that norm_gain ignores). The kernels apply norm_gain inside
+// each expression, where (1 + w) always stood, so that the (1 + w) kernels
+// compile to the same instructions as before the other gains existed.
+template <int GAIN>
+__device__ __forceinline__ void load_weight8(const __nv_bfloat16 *weight, int c, float w[8]) {
+  if (GAIN == GAIN_NONE) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = 0.0f;
+    return;
+  }
+  unpack_bf16x8(*reinterpret_cast<const int4 *>(weight + c), w);
+}
+
+// The gain of column c (1 without a weight: no load).
+template <int GAIN>
+__device__ __forceinline__ float column_gain(const __nv_bfloat16 *weight, int c) {
+  return GAIN == GAIN_NONE ? 1.0f : norm_gain<GAIN>(bf16_to_float(weight[c]));
+}
+
 // ---- forward ----
-// out (N, C), rstd (N) or NULL, inp (N, C), weight (C). Block (32, 8): warp
-// threadIdx.y handles row blockIdx.x * 8 + threadIdx.y. VEC: C % 8 == 0 and
-// every pointer 16-byte aligned (so every row start is too).
-template <bool VEC>
+// out (N, C), rstd (N) or NULL, inp (N, C), weight (C) (NULL for GAIN_NONE).
+// Block (32, 8): warp threadIdx.y handles row blockIdx.x * 8 + threadIdx.y.
+// VEC: C % 8 == 0 and every pointer 16-byte aligned (so every row start is too).
+template <bool VEC, int GAIN>
 __global__ void rmsnorm_forward_kernel(__nv_bfloat16 *out, float *rstd, const __nv_bfloat16 *inp,
                                        const __nv_bfloat16 *weight, int N, int C, float eps) {
   int row = blockIdx.x * RMSNORM_WARPS + threadIdx.y;
@@ -63,36 +101,52 @@ __global__ void rmsnorm_forward_kernel(__nv_bfloat16 *out, float *rstd, const __
     for (int c = lane * 8; c < C; c += 32 * 8) {
       float f[8], w[8];
       unpack_bf16x8(*reinterpret_cast<const int4 *>(x + c), f);
-      unpack_bf16x8(*reinterpret_cast<const int4 *>(weight + c), w);
+      load_weight8<GAIN>(weight, c, w);
 #pragma unroll
-      for (int i = 0; i < 8; i++) f[i] = (f[i] * r) * (1.0f + w[i]);
+      for (int i = 0; i < 8; i++) f[i] = (f[i] * r) * norm_gain<GAIN>(w[i]);
       *reinterpret_cast<int4 *>(o + c) = pack_bf16x8(f);
     }
   } else {
-    for (int c = lane; c < C; c += 32) o[c] = float_to_bf16((bf16_to_float(x[c]) * r) * (1.0f + bf16_to_float(weight[c])));
+    for (int c = lane; c < C; c += 32) o[c] = float_to_bf16((bf16_to_float(x[c]) * r) * column_gain<GAIN>(weight, c));
   }
   if (rstd && lane == 0) rstd[row] = r;
 }
 
-extern "C" void rmsnorm_forward_cuda(CudaContext *ctx, bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight,
-                                     int N, int C, float eps) {
+// The forward of one gain. out (N, C), rstd (N) or NULL, inp (N, C), weight (C) or NULL.
+template <int GAIN>
+static void rmsnorm_forward_launch(CudaContext *ctx, bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight,
+                                   int N, int C, float eps) {
   if (N <= 0 || C <= 0) return;
   dim3 block(32, RMSNORM_WARPS);
   unsigned grid = (unsigned)ceil_div(N, RMSNORM_WARPS);
+  // is_aligned16(NULL) holds: a missing weight does not force the scalar path
   int vec = !cuda_simple_mode() && C % 8 == 0 && is_aligned16(out) && is_aligned16(inp) && is_aligned16(weight);
   if (vec)
-    rmsnorm_forward_kernel<true><<<grid, block, 0, ctx->stream>>>(as_nv(out), rstd, as_nv(inp), as_nv(weight), N, C,
-                                                                   eps);
+    rmsnorm_forward_kernel<true, GAIN><<<grid, block, 0, ctx->stream>>>(as_nv(out), rstd, as_nv(inp),
+                                                                         weight ? as_nv(weight) : NULL, N, C, eps);
   else
-    rmsnorm_forward_kernel<false><<<grid, block, 0, ctx->stream>>>(as_nv(out), rstd, as_nv(inp), as_nv(weight), N, C,
-                                                                    eps);
+    rmsnorm_forward_kernel<false, GAIN><<<grid, block, 0, ctx->stream>>>(as_nv(out), rstd, as_nv(inp),
+                                                                          weight ? as_nv(weight) : NULL, N, C, eps);
   cuda_check_launch();
 }
 
+extern "C" void rmsnorm_forward_cuda(CudaContext *ctx, bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight,
+                                     int N, int C, float eps) {
+  rmsnorm_forward_launch<GAIN_ONE_PLUS_W>(ctx, out, rstd, inp, weight, N, C, eps);
+}
+
+// weight NULL: no gain (Gemma 4's value norm).
+extern "C" void rmsnorm_forward_gain_cuda(CudaContext *ctx, bf16 *out, float *rstd, const bf16 *inp,
+                                          const bf16 *weight, int N, int C, float eps) {
+  if (weight) rmsnorm_forward_launch<GAIN_W>(ctx, out, rstd, inp, weight, N, C, eps);
+  else rmsnorm_forward_launch<GAIN_NONE>(ctx, out, rstd, inp, NULL, N, C, eps);
+}
+
 // ---- backward: dinp ----
-// y = x * r * g, g = 1 + w: dx = r * g * dy - x * r^3 / C * sum_j(dy_j * g_j * x_j).
-// dinp (N, C), dout (N, C), inp (N, C), weight (C), rstd (N). Launch as the forward.
-template <bool VEC>
+// y = x * r * g with the column's gain g: dx = r * g * dy - x * r^3 / C * sum_j(dy_j * g_j * x_j).
+// dinp (N, C), dout (N, C), inp (N, C), weight (C) (NULL for GAIN_NONE), rstd
+// (N). Launch as the forward.
+template <bool VEC, int GAIN>
 __global__ void rmsnorm_backward_dinp_kernel(__nv_bfloat16 *dinp, const __nv_bfloat16 *dout,
                                              const __nv_bfloat16 *inp, const __nv_bfloat16 *weight,
                                              const float *rstd, int N, int C) {
@@ -109,13 +163,13 @@ __global__ void rmsnorm_backward_dinp_kernel(__nv_bfloat16 *dinp, const __nv_bfl
       float fx[8], fd[8], fw[8];
       unpack_bf16x8(*reinterpret_cast<const int4 *>(x + c), fx);
       unpack_bf16x8(*reinterpret_cast<const int4 *>(d + c), fd);
-      unpack_bf16x8(*reinterpret_cast<const int4 *>(weight + c), fw);
+      load_weight8<GAIN>(weight, c, fw);
 #pragma unroll
-      for (int i = 0; i < 8; i++) dot += (fd[i] * (1.0f + fw[i])) * fx[i];
+      for (int i = 0; i < 8; i++) dot += (fd[i] * norm_gain<GAIN>(fw[i])) * fx[i];
     }
   } else {
     for (int c = lane; c < C; c += 32)
-      dot += (bf16_to_float(d[c]) * (1.0f + bf16_to_float(weight[c]))) * bf16_to_float(x[c]);
+      dot += (bf16_to_float(d[c]) * column_gain<GAIN>(weight, c)) * bf16_to_float(x[c]);
   }
   dot = warp_reduce_sum(dot);
   float coef = (dot / (float)C) * r * r * r;
@@ -124,14 +178,14 @@ __global__ void rmsnorm_backward_dinp_kernel(__nv_bfloat16 *dinp, const __nv_bfl
       float fx[8], fd[8], fw[8];
       unpack_bf16x8(*reinterpret_cast<const int4 *>(x + c), fx);
       unpack_bf16x8(*reinterpret_cast<const int4 *>(d + c), fd);
-      unpack_bf16x8(*reinterpret_cast<const int4 *>(weight + c), fw);
+      load_weight8<GAIN>(weight, c, fw);
 #pragma unroll
-      for (int i = 0; i < 8; i++) fd[i] = r * (1.0f + fw[i]) * fd[i] - fx[i] * coef;
+      for (int i = 0; i < 8; i++) fd[i] = r * norm_gain<GAIN>(fw[i]) * fd[i] - fx[i] * coef;
       *reinterpret_cast<int4 *>(dx + c) = pack_bf16x8(fd);
     }
   } else {
     for (int c = lane; c < C; c += 32) {
-      float g = 1.0f + bf16_to_float(weight[c]);
+      float g = column_gain<GAIN>(weight, c);
       dx[c] = float_to_bf16(r * g * bf16_to_float(d[c]) - bf16_to_float(x[c]) * coef);
     }
   }
@@ -182,40 +236,67 @@ __global__ void rmsnorm_dweight_reduce_kernel(float *dweight, const float *parti
   dweight[c] += s;
 }
 
+// The dinp part of the backward of one gain: shapes as rmsnorm_backward_launch.
+template <int GAIN>
+static void rmsnorm_backward_dinp_launch(CudaContext *ctx, bf16 *dinp, const bf16 *dout, const bf16 *inp,
+                                         const bf16 *weight, const float *rstd, int N, int C) {
+  dim3 block(32, RMSNORM_WARPS);
+  unsigned grid = (unsigned)ceil_div(N, RMSNORM_WARPS);
+  int vec = !cuda_simple_mode() && C % 8 == 0 && is_aligned16(dinp) && is_aligned16(dout) && is_aligned16(inp) &&
+            is_aligned16(weight);
+  const __nv_bfloat16 *w = weight ? as_nv(weight) : NULL;
+  if (vec)
+    rmsnorm_backward_dinp_kernel<true, GAIN><<<grid, block, 0, ctx->stream>>>(as_nv(dinp), as_nv(dout), as_nv(inp),
+                                                                               w, rstd, N, C);
+  else
+    rmsnorm_backward_dinp_kernel<false, GAIN><<<grid, block, 0, ctx->stream>>>(as_nv(dinp), as_nv(dout), as_nv(inp),
+                                                                                w, rstd, N, C);
+  cuda_check_launch();
+}
+
+// dweight (C) += sum over rows of dout * x * rstd: the gradient of the weight
+// for both weighted gains (d(1 + w)/dw = dw/dw = 1). dout, inp (N, C), rstd (N).
+static void rmsnorm_backward_dweight(CudaContext *ctx, float *dweight, const bf16 *dout, const bf16 *inp,
+                                     const float *rstd, int N, int C) {
+  int tiles = ceil_div(C, RMSNORM_TILE);
+  // chunks: enough blocks in all, at least RMSNORM_MIN_ROWS_PER_CHUNK rows each
+  int chunks = RMSNORM_TARGET_BLOCKS / tiles;
+  if (chunks < 1) chunks = 1;
+  int max_chunks = ceil_div(N, RMSNORM_MIN_ROWS_PER_CHUNK);
+  if (chunks > max_chunks) chunks = max_chunks;
+  int rows_per_chunk = ceil_div(N, chunks);
+  chunks = ceil_div(N, rows_per_chunk);  // no empty trailing chunk
+  float *partial = NULL;                 // (chunks, C)
+  cuda_check(cudaMallocAsync((void **)&partial, (size_t)chunks * C * sizeof(float), ctx->stream));
+  dim3 block(32, RMSNORM_ROW_GROUPS);
+  dim3 grid((unsigned)tiles, (unsigned)chunks);
+  rmsnorm_dweight_partial_kernel<<<grid, block, 0, ctx->stream>>>(partial, as_nv(dout), as_nv(inp), rstd, N, C,
+                                                                  rows_per_chunk);
+  cuda_check_launch();
+  rmsnorm_dweight_reduce_kernel<<<(unsigned)ceil_div(C, 256), 256, 0, ctx->stream>>>(dweight, partial, chunks, C);
+  cuda_check_launch();
+  cuda_check(cudaFreeAsync(partial, ctx->stream));
+}
+
+// dinp (N, C) overwritten or NULL, dweight (C) accumulated or NULL (left
+// alone without a weight), dout, inp (N, C), weight (C) or NULL for
+// GAIN_NONE, rstd (N).
+template <int GAIN>
+static void rmsnorm_backward_launch(CudaContext *ctx, bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
+                                    const bf16 *weight, const float *rstd, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  if (dinp) rmsnorm_backward_dinp_launch<GAIN>(ctx, dinp, dout, inp, weight, rstd, N, C);
+  if (dweight && GAIN != GAIN_NONE) rmsnorm_backward_dweight(ctx, dweight, dout, inp, rstd, N, C);
+}
+
 extern "C" void rmsnorm_backward_cuda(CudaContext *ctx, bf16 *dinp, float *dweight, const bf16 *dout,
                                       const bf16 *inp, const bf16 *weight, const float *rstd, int N, int C) {
-  if (N <= 0 || C <= 0) return;
-  if (dinp) {
-    dim3 block(32, RMSNORM_WARPS);
-    unsigned grid = (unsigned)ceil_div(N, RMSNORM_WARPS);
-    int vec = !cuda_simple_mode() && C % 8 == 0 && is_aligned16(dinp) && is_aligned16(dout) && is_aligned16(inp) &&
-              is_aligned16(weight);
-    if (vec)
-      rmsnorm_backward_dinp_kernel<true><<<grid, block, 0, ctx->stream>>>(as_nv(dinp), as_nv(dout), as_nv(inp),
-                                                                           as_nv(weight), rstd, N, C);
-    else
-      rmsnorm_backward_dinp_kernel<false><<<grid, block, 0, ctx->stream>>>(as_nv(dinp), as_nv(dout), as_nv(inp),
-                                                                            as_nv(weight), rstd, N, C);
-    cuda_check_launch();
-  }
-  if (dweight) {
-    int tiles = ceil_div(C, RMSNORM_TILE);
-    // chunks: enough blocks in all, at least RMSNORM_MIN_ROWS_PER_CHUNK rows each
-    int chunks = RMSNORM_TARGET_BLOCKS / tiles;
-    if (chunks < 1) chunks = 1;
-    int max_chunks = ceil_div(N, RMSNORM_MIN_ROWS_PER_CHUNK);
-    if (chunks > max_chunks) chunks = max_chunks;
-    int rows_per_chunk = ceil_div(N, chunks);
-    chunks = ceil_div(N, rows_per_chunk);  // no empty trailing chunk
-    float *partial = NULL;                 // (chunks, C)
-    cuda_check(cudaMallocAsync((void **)&partial, (size_t)chunks * C * sizeof(float), ctx->stream));
-    dim3 block(32, RMSNORM_ROW_GROUPS);
-    dim3 grid((unsigned)tiles, (unsigned)chunks);
-    rmsnorm_dweight_partial_kernel<<<grid, block, 0, ctx->stream>>>(partial, as_nv(dout), as_nv(inp), rstd, N, C,
-                                                                    rows_per_chunk);
-    cuda_check_launch();
-    rmsnorm_dweight_reduce_kernel<<<(unsigned)ceil_div(C, 256), 256, 0, ctx->stream>>>(dweight, partial, chunks, C);
-    cuda_check_launch();
-    cuda_check(cudaFreeAsync(partial, ctx->stream));
-  }
+  rmsnorm_backward_launch<GAIN_ONE_PLUS_W>(ctx, dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+
+// weight NULL: no gain and no dweight, as on the CPU.
+extern "C" void rmsnorm_backward_gain_cuda(CudaContext *ctx, bf16 *dinp, float *dweight, const bf16 *dout,
+                                           const bf16 *inp, const bf16 *weight, const float *rstd, int N, int C) {
+  if (weight) rmsnorm_backward_launch<GAIN_W>(ctx, dinp, dweight, dout, inp, weight, rstd, N, C);
+  else rmsnorm_backward_launch<GAIN_NONE>(ctx, dinp, dweight, dout, inp, NULL, rstd, N, C);
 }

@@ -13,10 +13,12 @@
 // no parameter gradients to accumulate). Shapes: hd 64/128/256, T 1, 17, 128,
 // 333 (not multiples of the 64-row tiles), causal and sliding windows, softcap
 // 0, 50 (Gemma 2) and 2 (to exercise tanh and its derivative), GQA 8/4, 4/1
-// and MHA, B = 2, plus a Gemma 3 sized T = 1024 case. Decode: against the CPU
-// decode with a different length per sequence (one 0: a zero row; cache rows
-// past each length are NaN, so reading them fails), and against the last row
-// of a full forward.
+// and MHA, B = 2, plus a Gemma 3 sized T = 1024 case; hd 512 (Gemma 4's
+// full-attention layers: the simple kernels, so its "fast" and "_simple" rows
+// run the same kernels) at T 17 and 40, GQA 4/1 and 4/2, windows 0 and 8.
+// Decode: against the CPU decode with a different length per sequence (one 0:
+// a zero row; cache rows past each length are NaN, so reading them fails),
+// and against the last row of a full forward; hd 64 to 512.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -254,9 +256,9 @@ static void run_decode(CudaContext *ctx, int hd, int window, float softcap, uint
 }
 
 // Decode of the last position with the whole sequence as cache must give the
-// forward's last row (both GPU, fast forward kernel).
-static void run_decode_vs_forward(CudaContext *ctx, int hd, int window, float softcap, uint64_t seed) {
-  int B = 2, T = 333, nh = 8, nkv = 4;
+// forward's last row (both GPU; the fast forward kernel below hd 512).
+static void run_decode_vs_forward(CudaContext *ctx, int hd, int T, int window, float softcap, uint64_t seed) {
+  int B = 2, nh = 8, nkv = 4;
   float scale = 1.0f / sqrtf((float)hd);
   size_t nq = (size_t)B * T * nh * hd, nk = (size_t)B * T * nkv * hd, rows = (size_t)B * nh * hd;
   float *q = host_random_bf16(nq, 2.0f, seed + 1), *k = host_random_bf16(nk, 2.0f, seed + 2);
@@ -306,11 +308,22 @@ int main(void) {
   AttnCase gemma_global = {1, 1024, 8, 4, 256, 0, 0.0f}, gemma_sliding = {1, 1024, 8, 4, 256, 512, 0.0f};
   run_case(ctx, &gemma_global, seed += 10);
   run_case(ctx, &gemma_sliding, seed += 10);
-  for (int hi = 0; hi < 3; hi++) {
-    run_decode(ctx, hds[hi], 0, 0.0f, seed += 10);
-    run_decode(ctx, hds[hi], 64, 50.0f, seed += 10);
-    run_decode_vs_forward(ctx, hds[hi], 0, 0.0f, seed += 10);
-    run_decode_vs_forward(ctx, hds[hi], 32, 50.0f, seed += 10);
+  const int decode_hds[4] = {64, 128, 256, 512};
+  for (int hi = 0; hi < 4; hi++) {
+    int T = decode_hds[hi] == 512 ? 40 : 333;  // hd 512's forward is the simple kernel: a short T
+    run_decode(ctx, decode_hds[hi], 0, 0.0f, seed += 10);
+    run_decode(ctx, decode_hds[hi], 64, 50.0f, seed += 10);
+    run_decode_vs_forward(ctx, decode_hds[hi], T, 0, 0.0f, seed += 10);
+    run_decode_vs_forward(ctx, decode_hds[hi], T, 32, 50.0f, seed += 10);
   }
+  // hd 512 (Gemma 4's full-attention layers): the simple kernels, one block
+  // of 512 threads per row, so short sequences keep it cheap
+  const AttnCase hd512[] = {
+      {1, 40, 4, 1, 512, 0, 0.0f},
+      {2, 40, 4, 2, 512, 8, 0.0f},
+      {2, 17, 4, 2, 512, 0, 50.0f},
+      {1, 1, 4, 1, 512, 0, 0.0f},
+  };
+  for (size_t s = 0; s < sizeof hd512 / sizeof hd512[0]; s++) run_case(ctx, &hd512[s], seed += 10);
   return gpu_test_close(ctx, NAME);
 }

@@ -10,7 +10,8 @@
 // equal to attention_decode_cuda with B = 1 on its length (the contract: the
 // same kernel). hd 64/128/256, causal and sliding windows, softcap 0 and 50,
 // GQA 8/4 and 4/1, and the gemma3-1b layer shape (nh 4, nkv 1, hd 256) at a
-// 256-token chunk after 768 cached tokens, global and sliding (512).
+// 256-token chunk after 768 cached tokens, global and sliding (512); hd 512
+// (Gemma 4's full-attention layers) with GQA 4/1 and 4/2, windows 0 and 8.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -97,5 +98,8 @@ int main(void) {
   const PrefillCase gemma_sliding = {256, 768, 1024, 4, 1, 256, 512, 0.0f};
   run_case(ctx, &gemma_global, seed += 10);
   run_case(ctx, &gemma_sliding, seed += 10);
+  // hd 512: a first chunk and one after cached tokens
+  const PrefillCase hd512[] = {{40, 0, 64, 4, 1, 512, 0, 0.0f}, {40, 20, 64, 4, 2, 512, 8, 0.0f}};
+  for (size_t s = 0; s < sizeof hd512 / sizeof hd512[0]; s++) run_case(ctx, &hd512[s], seed += 10);
   return gpu_test_close(ctx, NAME);
 }

@@ -280,6 +280,57 @@ void residual_add_cuda(CudaContext *ctx, bf16 *out, const bf16 *a, const bf16 *b
   free(fa), free(fb);
 }
 
+// out (n) = inp (n) * factor in fp32, rounded; element by element, so in place works.
+static void scale_bf16(bf16 *out, const bf16 *inp, float factor, size_t n) {
+  for (size_t k = 0; k < n; k++) out[k] = float_to_bf16(bf16_to_float(inp[k]) * factor);
+}
+
+void scale_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, float scale, size_t n) {
+  Span o[] = {{out, nb_bf16(n)}}, i[] = {{inp, nb_bf16(n)}};
+  check_operands(__func__, o, 1, i, 1, 1);
+  scale_bf16(out, inp, scale, n);
+}
+
+// The factor is read from "device" memory, as the kernel does; out may be inp
+// but never cover the factor (another block of the GPU kernel could
+// overwrite it before this one reads it).
+void scale_by_device_scalar_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, const bf16 *scalar, size_t n) {
+  Span o[] = {{out, nb_bf16(n)}}, i[] = {{inp, nb_bf16(n)}, {scalar, nb_bf16(1)}};
+  if (!scalar) standin_die("%s: scalar is NULL", __func__);
+  if (overlap(o[0], i[1])) standin_die("%s: output overlaps the scalar", __func__);
+  check_operands(__func__, o, 1, i, 2, 1);
+  scale_bf16(out, inp, bf16_to_float(scalar[0]), n);
+}
+
+// Element (l, n, p) of the layer-major (L, N, P) tensor is (n, l*P + p) of the flat (N, L*P) one.
+static size_t ple_flat_index(int l, int n, int p, int L, int P) { return (size_t)n * L * P + (size_t)l * P + p; }
+
+void per_layer_inputs_combine_cuda(CudaContext *ctx, bf16 *out, const bf16 *normed, const bf16 *embedded, int N,
+                                   int L, int P, float scale) {
+  if (N <= 0 || L <= 0 || P <= 0) return;
+  size_t n = (size_t)N * L * P;
+  Span o[] = {{out, nb_bf16(n)}}, i[] = {{normed, nb_bf16(n)}, {embedded, nb_bf16(n)}};
+  check_operands(__func__, o, 1, i, 2, 0);
+  bf16 *dst = out;
+  for (int l = 0; l < L; l++)
+    for (int r = 0; r < N; r++)
+      for (int p = 0; p < P; p++) {
+        size_t f = ple_flat_index(l, r, p, L, P);
+        *dst++ = float_to_bf16((bf16_to_float(normed[f]) + bf16_to_float(embedded[f])) * scale);
+      }
+}
+
+void per_layer_inputs_split_cuda(CudaContext *ctx, bf16 *dflat, const bf16 *dple, int N, int L, int P, float scale) {
+  if (N <= 0 || L <= 0 || P <= 0) return;
+  size_t n = (size_t)N * L * P;
+  Span o[] = {{dflat, nb_bf16(n)}}, i[] = {{dple, nb_bf16(n)}};
+  check_operands(__func__, o, 1, i, 1, 0);
+  const bf16 *src = dple;
+  for (int l = 0; l < L; l++)
+    for (int r = 0; r < N; r++)
+      for (int p = 0; p < P; p++) dflat[ple_flat_index(l, r, p, L, P)] = float_to_bf16(bf16_to_float(*src++) * scale);
+}
+
 // ---- matmul ----
 
 void matmul_forward_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, const bf16 *weight, int N, int C, int OC) {
@@ -329,6 +380,33 @@ void rmsnorm_backward_cuda(CudaContext *ctx, bf16 *dinp, float *dweight, const b
   free(fd), free(fi), free(fw);
 }
 
+// weight NULL: no gain (its Span is skipped by the checks).
+void rmsnorm_forward_gain_cuda(CudaContext *ctx, bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight, int N,
+                               int C, float eps) {
+  size_t NC = (size_t)N * C;
+  Span o[] = {{out, nb_bf16(NC)}, {rstd, nb_f32((size_t)N)}}, i[] = {{inp, nb_bf16(NC)}, {weight, nb_bf16((size_t)C)}};
+  check_operands(__func__, o, 2, i, 2, 0);
+  float *fi = to_f32(inp, NC), *fw = to_f32(weight, (size_t)C), *fo = out_f32(out, NC);
+  rmsnorm_forward_gain(fo, rstd, fi, fw, N, C, eps);
+  store_bf16(out, fo, NC);
+  free(fi), free(fw);
+}
+
+// ops_cuda.h: dweight must be NULL when weight is (the CPU op would ignore
+// it; a caller passing one expects a gradient that never comes).
+void rmsnorm_backward_gain_cuda(CudaContext *ctx, bf16 *dinp, float *dweight, const bf16 *dout, const bf16 *inp,
+                                const bf16 *weight, const float *rstd, int N, int C) {
+  size_t NC = (size_t)N * C;
+  if (!weight && dweight) standin_die("%s: dweight given without a weight", __func__);
+  Span o[] = {{dinp, nb_bf16(NC)}, {dweight, nb_f32((size_t)C)}};
+  Span i[] = {{dout, nb_bf16(NC)}, {inp, nb_bf16(NC)}, {weight, nb_bf16((size_t)C)}, {rstd, nb_f32((size_t)N)}};
+  check_operands(__func__, o, 2, i, 4, 0);
+  float *fd = to_f32(dout, NC), *fi = to_f32(inp, NC), *fw = to_f32(weight, (size_t)C), *fdi = out_f32(dinp, NC);
+  rmsnorm_backward_gain(fdi, dweight, fd, fi, fw, rstd, N, C);
+  store_bf16(dinp, fdi, NC);
+  free(fd), free(fi), free(fw);
+}
+
 // ---- RoPE ----
 
 void rope_forward_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, const int *positions, int N, int nheads, int hd,
@@ -349,6 +427,36 @@ void rope_backward_cuda(CudaContext *ctx, bf16 *dinp, const bf16 *dout, const in
   check_operands(__func__, o, 1, i, 2, 1);
   float *fd = to_f32(dout, n), *fo = out_f32(dinp, n);
   rope_backward(fo, fd, positions, N, nheads, hd, theta, position_scale);
+  store_bf16(dinp, fo, n);
+  free(fd);
+}
+
+// rope.cu's rule: 0 <= rot_pairs <= hd/2, else it exits.
+static void require_rot_pairs(const char *op, int hd, int rot_pairs) {
+  if (rot_pairs < 0 || rot_pairs > hd / 2)
+    standin_die("%s: rot_pairs %d outside [0, hd/2 = %d]", op, rot_pairs, hd / 2);
+}
+
+void rope_forward_partial_cuda(CudaContext *ctx, bf16 *out, const bf16 *inp, const int *positions, int N, int nheads,
+                               int hd, float theta, float position_scale, int rot_pairs) {
+  size_t n = (size_t)N * nheads * hd;
+  require_rot_pairs(__func__, hd, rot_pairs);
+  Span o[] = {{out, nb_bf16(n)}}, i[] = {{inp, nb_bf16(n)}, {positions, nb_i32((size_t)N)}};
+  check_operands(__func__, o, 1, i, 2, 1);
+  float *fi = to_f32(inp, n), *fo = out_f32(out, n);
+  rope_forward_partial(fo, fi, positions, N, nheads, hd, theta, position_scale, rot_pairs);
+  store_bf16(out, fo, n);
+  free(fi);
+}
+
+void rope_backward_partial_cuda(CudaContext *ctx, bf16 *dinp, const bf16 *dout, const int *positions, int N,
+                                int nheads, int hd, float theta, float position_scale, int rot_pairs) {
+  size_t n = (size_t)N * nheads * hd;
+  require_rot_pairs(__func__, hd, rot_pairs);
+  Span o[] = {{dinp, nb_bf16(n)}}, i[] = {{dout, nb_bf16(n)}, {positions, nb_i32((size_t)N)}};
+  check_operands(__func__, o, 1, i, 2, 1);
+  float *fd = to_f32(dout, n), *fo = out_f32(dinp, n);
+  rope_backward_partial(fo, fd, positions, N, nheads, hd, theta, position_scale, rot_pairs);
   store_bf16(dinp, fo, n);
   free(fd);
 }
@@ -409,9 +517,9 @@ void embedding_backward_cuda(CudaContext *ctx, float *dwte, const bf16 *dout, co
 
 // The real kernels' shape rule (kernels/cuda/attention.cu): anything else exits.
 static void require_attention_shape(const char *op, int nh, int nkv, int hd) {
-  if (nh <= 0 || nkv <= 0 || nh % nkv != 0 || (hd != 64 && hd != 128 && hd != 256)) {
-    fprintf(stderr, "ops_cuda_standin: %s: unsupported shape nh=%d nkv=%d hd=%d (hd in {64,128,256})\n", op, nh, nkv,
-            hd);
+  if (nh <= 0 || nkv <= 0 || nh % nkv != 0 || (hd != 64 && hd != 128 && hd != 256 && hd != 512)) {
+    fprintf(stderr, "ops_cuda_standin: %s: unsupported shape nh=%d nkv=%d hd=%d (hd in {64,128,256,512})\n", op, nh,
+            nkv, hd);
     abort();
   }
 }
