@@ -85,12 +85,14 @@ int chat_init(ChatBuilder *b, const Tokenizer *tok, FimiError *err) {
   b->specials = *tokenizer_specials(tok);
   b->format = CHAT_FORMAT_GEMMA3;
   for (int i = 0; i < CHAT_G4_MARKUP_COUNT; i++) b->markup[i] = -1;
-  int gemma3 = b->specials.start_of_turn >= 0 && b->specials.end_of_turn >= 0;
+  // by name: the tokenizer's turn specials are Gemma 4's when it lacks these
+  int gemma3 = tokenizer_token_to_id(tok, "<start_of_turn>") >= 0 && tokenizer_token_to_id(tok, "<end_of_turn>") >= 0;
   if (b->specials.bos >= 0 && !gemma3) select_gemma4(b);
-  const char *missing = b->specials.bos < 0             ? "<bos>"
-                        : b->specials.start_of_turn < 0 ? "<start_of_turn>"
-                        : b->specials.end_of_turn < 0   ? "<end_of_turn>"
-                                                        : NULL;
+  int has_format = gemma3 || b->format == CHAT_FORMAT_GEMMA4;
+  const char *missing = b->specials.bos < 0                                    ? "<bos>"
+                        : has_format                                           ? NULL
+                        : tokenizer_token_to_id(tok, "<start_of_turn>") < 0 ? "<start_of_turn>"
+                                                                               : "<end_of_turn>";
   if (missing)
     return fimi_fail(err,
                      "chat format: the tokenizer has no %s token (and not Gemma 4's <|turn>, <turn|>, <|tool_call>, "

@@ -32,7 +32,10 @@ void token_ids_free(TokenIds *ids);
 
 // Ids of the tokens the chat format and generation need; -1 when the
 // vocabulary lacks one. Found by content (<bos>, <eos>, <pad>, <unk>,
-// <start_of_turn>, <end_of_turn>, <tool_call>, </tool_call>).
+// <start_of_turn>, <end_of_turn>, <tool_call>, </tool_call>). The turn
+// delimiters of a vocabulary without <start_of_turn>/<end_of_turn> are
+// Gemma 4's <|turn>/<turn|> when it has them (its -it models stop on <turn|>),
+// so generation stops and turn splitting work for either family.
 typedef struct TokenizerSpecials {
   int32_t bos, eos, pad, unk;
   int32_t start_of_turn, end_of_turn;

@@ -716,6 +716,10 @@ static void find_specials(Tokenizer *tok) {
   s->unk = tokenizer_token_to_id(tok, "<unk>");
   s->start_of_turn = tokenizer_token_to_id(tok, "<start_of_turn>");
   s->end_of_turn = tokenizer_token_to_id(tok, "<end_of_turn>");
+  if (s->start_of_turn < 0 && s->end_of_turn < 0) {  // Gemma 4 (docs/chat-format.md section 10)
+    s->start_of_turn = tokenizer_token_to_id(tok, "<|turn>");
+    s->end_of_turn = tokenizer_token_to_id(tok, "<turn|>");
+  }
   s->tool_call_open = tokenizer_token_to_id(tok, "<tool_call>");
   s->tool_call_close = tokenizer_token_to_id(tok, "</tool_call>");
 }

@@ -7,9 +7,13 @@
 // backend's dtypes: bf16 weights and activations, fp32 parameter gradients,
 // fp32 norm/attention/LM-head statistics.
 //
+// Gemma 4 (docs/gemma4.md) runs as additions to the same layer code: gain
+// norms, value norm, per-layer inputs, layer scalar, kv sharing, per-layer
+// head dims (64, 128, 256 and 512) and partial rope.
+//
 // Memory layout: ONE flat device buffer of bf16 parameters holding the CPU
-// model's buffers back to back: globals (embedding (V, C), final norm (C))
-// at 0, then layer l at globals_numel + l * layer_numel, each layer in
+// model's buffers back to back: globals (embedding (V, C), final norm (C),
+// Gemma 4's per-layer table, projection and norm) at 0, then layer l at globals_numel + l * layer_numel, each layer in
 // gemma.h's order (GemmaLayerOffsets). The fp32 gradient buffer has the same
 // offsets, so an upload is one cast per CPU buffer and a download gives the
 // CPU model's gradient layout (gemma_cuda_tensor_offset maps a GemmaTensor).

@@ -40,16 +40,17 @@ static const char *SPECIALS_G4[] = {"<pad>",  "<eos>",   "<bos>",           "<un
                                     "<tool|>", "<|tool_response>", "<tool_response|>"};
 
 // kind: 0 full vocabulary, 1 without <tool_call>/</tool_call>, 2 without
-// <start_of_turn>, 3 Gemma 4's special tokens (no <start_of_turn>).
+// <start_of_turn>, 3 Gemma 4's special tokens (no <start_of_turn>), 4
+// Gemma 4's turn tokens without its <|tool_call>.
 static char *tokenizer_json(int kind) {
   cJSON *root = cJSON_CreateObject(), *added = cJSON_AddArrayToObject(root, "added_tokens");
   cJSON *model = cJSON_AddObjectToObject(root, "model"), *vocab = cJSON_CreateObject();
   int id = 0;
-  const char **specials = kind == 3 ? SPECIALS_G4 : SPECIALS;
-  int n_specials = kind == 3 ? 13 : 8;
+  const char **specials = kind >= 3 ? SPECIALS_G4 : SPECIALS;
+  int n_specials = kind >= 3 ? 13 : 8;
   for (int i = 0; i < n_specials; i++, id++) {
-    if ((kind == 1 && (i == TC_OPEN || i == TC_CLOSE)) || (kind == 2 && i == SOT)) {
-      char filler[16];
+    if ((kind == 1 && (i == TC_OPEN || i == TC_CLOSE)) || (kind == 2 && i == SOT) || (kind == 4 && i == TC_OPEN)) {
+      char filler[24];
       snprintf(filler, sizeof filler, "<unused%d>", i);
       cJSON_AddNumberToObject(vocab, filler, id);
       continue;
@@ -311,6 +312,15 @@ static void test_without_tool_tokens(void) {
     FimiError e2 = {0};
     CHECK(chat_init(&b, no_sot, &e2) == -1 && strstr(e2.message, "<start_of_turn>"), "init without SOT: %s", e2.message);
     tokenizer_free(no_sot);
+  }
+  // Gemma 4's turn tokens without its call markup: no format to render
+  Tokenizer *g4_no_call = load_tokenizer(4);
+  CHECK(g4_no_call != NULL, "Gemma 4 tokenizer without <|tool_call>");
+  if (g4_no_call) {
+    FimiError e3 = {0};
+    CHECK(chat_init(&b, g4_no_call, &e3) == -1 && strstr(e3.message, "<start_of_turn>"),
+          "init with <|turn> but no <|tool_call>: %s", e3.message);
+    tokenizer_free(g4_no_call);
   }
 }
 
@@ -693,6 +703,11 @@ static void test_gemma4(void) {
   CHECK(b.specials.start_of_turn == SOT && b.specials.end_of_turn == EOT && b.specials.tool_call_open == TC_OPEN &&
             b.markup[CHAT_G4_QUOTE] == G4_QUOTE && b.markup[CHAT_G4_RESPONSE_CLOSE] == G4_RESP_CLOSE,
         "Gemma 4 ids");
+  // the tokenizer's own turn specials (generation's stop token, the eval
+  // harness's turn splitting, fimi init's extra eos) are <|turn>/<turn|> too
+  const TokenizerSpecials *sp = tokenizer_specials(tok);
+  CHECK(sp->start_of_turn == SOT && sp->end_of_turn == EOT, "tokenizer turn specials %d/%d, expected %d/%d",
+        sp->start_of_turn, sp->end_of_turn, SOT, EOT);
   const char *msgs_json =
       "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
       "{\"role\":\"user\",\"content\":\"Weather in Paris? <|turn>x <|\\\"|>\"},"

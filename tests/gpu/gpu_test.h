@@ -133,6 +133,24 @@ static inline double max_rel_error(const float *got, const float *ref, size_t n)
   return max_diff / (max_ref > 1e-30 ? max_ref : 1e-30);
 }
 
+// max_rel_error of a device bf16 / fp32 output (n) against ref (n).
+static inline double bf16_error(CudaContext *ctx, const bf16 *d, const float *ref, size_t n) {
+  float *h = host_from_bf16(ctx, d, n);
+  double e = max_rel_error(h, ref, n);
+  free(h);
+  return e;
+}
+
+static inline double f32_error(CudaContext *ctx, const float *d, const float *ref, size_t n) {
+  float *h = host_from_f32(ctx, d, n);
+  double e = max_rel_error(h, ref, n);
+  free(h);
+  return e;
+}
+
+// GB/s of `bytes` moved in `ms` milliseconds (0 when not timed).
+static inline double gbps(double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0; }
+
 // On the host stand-in the ops are the CPU reference: a timing measures
 // nothing and a large shape checks nothing about the test that a small one
 // does not, but both cost minutes of CPU. So there, unless FIMI_TEST_LONG=1

@@ -23,15 +23,6 @@
 
 static const char *NAME = "test_gpu_elementwise";
 
-static double bf16_error(CudaContext *ctx, const bf16 *d, const float *ref, size_t n) {
-  float *h = host_from_bf16(ctx, d, n);
-  double e = max_rel_error(h, ref, n);
-  free(h);
-  return e;
-}
-
-static double gbps(double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0; }
-
 // ref (n) = x (n) * factor rounded to bf16 (the ops' contract).
 static float *scaled_ref(const float *x, float factor, size_t n) {
   float *ref = malloc(n * sizeof(float));

@@ -34,22 +34,6 @@
 #define TOL_F32_SUM 1e-4
 #define RMS_EPS 1e-6f
 
-static double bf16_error(CudaContext *ctx, const bf16 *d, const float *ref, size_t n) {
-  float *h = host_from_bf16(ctx, d, n);
-  double e = max_rel_error(h, ref, n);
-  free(h);
-  return e;
-}
-
-static double f32_error(CudaContext *ctx, const float *d, const float *ref, size_t n) {
-  float *h = host_from_f32(ctx, d, n);
-  double e = max_rel_error(h, ref, n);
-  free(h);
-  return e;
-}
-
-static double gbps(double bytes, double ms) { return ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0; }
-
 // ---- RMSNorm ----
 // The three gains of ops_cuda.h: Gemma 2/3's (1 + w), Gemma 4's w, and none
 // (Gemma 4's value norm: weight and dweight NULL).
