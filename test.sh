@@ -127,7 +127,7 @@ stage_done "asan build" "$([ "$SERIAL" != 1 ] && echo "what the background build
 # under ASan in test_rollout, test_grpo_loss, test_dpo_corpus and
 # test_dpo_pairs. So is mpi_train_world_cuda_standin (9 min 37 s under ASan
 # by hand on 2026-12-03, no finding).
-(cd "$ASAN_DIR" && ctest --output-on-failure -j"$JOBS" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*|mpi_env_np3_env2|mpi_rollout_exchange)\$" \
+(cd "$ASAN_DIR" && FIMI_SANITIZED=1 ctest --output-on-failure -j"$JOBS" -R "^($(IFS='|'; echo "${ASAN_TESTS[*]}")|cli_.*|mpi_comm_.*|mpi_zero3_tiny.*|mpi_env_np3_env2|mpi_rollout_exchange)\$" \
   -E "^(cli_grpo.*|cli_dpo_pairs|cli_dpo_learning)\$" 2>&1 |
   tee ctest.log; exit "${PIPESTATUS[0]}")
 stage_done "asan ctest" "$(grep -E '^[0-9]+% tests passed' "$ASAN_DIR/ctest.log" || true)"

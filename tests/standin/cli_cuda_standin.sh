@@ -16,8 +16,9 @@
 #      attn_logit_softcapping;
 #   g. eval --device cuda plays the cpu's episodes (tasks, trials, seeds);
 #   h. dpo pairs --device cuda replays the cpu's turns; its scores follow;
-#   i. Gemma 4 (head dims 64/512): train, recompute, score and generate on
-#      cuda follow the cpu; cudnn refused for its 512-wide heads.
+#   i. Gemma 4 (head dims 64/512): train, score and generate on cuda follow
+#      the cpu; cudnn refused for its 512-wide heads (recompute and the
+#      rest: test_gemma_cuda_standin).
 # Usage: cli_cuda_standin.sh PATH/TO/fimi_standin
 set -uo pipefail
 FIMI="$1"
@@ -230,6 +231,11 @@ print("pairs cpu %d cuda %d, same turns %d" % (len(a), len(b), len(same)))' "$WO
 # i. Gemma 4 (tiny-g4 widened to head dims 64 and 512: per-layer inputs, kv
 # sharing, keys as values, partial rope) trains, scores and generates on
 # cuda as on the cpu; cuda.attention=cudnn is refused for its 512 heads.
+# (Bitwise recompute and the other model checks: test_gemma_cuda_standin.)
+# Skipped in test.sh's sanitizer run (FIMI_SANITIZED=1), where the same GPU
+# model code runs under ASan in test_gemma_cuda_standin and this section
+# would add about a minute.
+if [ "${FIMI_SANITIZED:-0}" != 1 ]; then
 expect_ok "init tiny-g4" "$FIMI" init --config "$CONFIG" --set model.preset=tiny-g4 --tokenizer "$D/tokenizer.json" \
   --out "$D/g4-narrow"
 expect_ok "tiny-g4 config with head dims 64 / 512" "$PY" -c 'import json, sys
@@ -238,28 +244,24 @@ for v in c["per_layer_config"].values(): v["head_dim"] = 512
 json.dump(c, open(sys.argv[2], "w"))' "$D/g4-narrow/config.json" "$D/gemma4.json"
 expect_ok "init gemma4 hd 64/512" "$FIMI" init --config "$CONFIG" --set model.config_json="$D/gemma4.json" \
   --tokenizer "$D/tokenizer.json" --out "$D/init4"
-train4() {  # train4 OUT_DIR [more args...]: as train, from $D/init4
+train4() {  # train4 OUT_DIR [more args...]: as train, 6 steps from $D/init4 (fewer: its 512-wide heads cost)
   local out="$1"; shift
-  train "$out" --set train.init="$D/init4" "$@"
+  train "$out" --set train.init="$D/init4" --set train.steps=6 "$@"
 }
 expect_ok "gemma4: train --device cpu" train4 "$WORK/g4cpu" --device cpu
 expect_ok "gemma4: train --device cuda" train4 "$WORK/g4cuda" --device cuda
-# 2e-2 relative (measured 8.7e-3 at most over the 12 steps, loss 6.40 ->
-# 5.31): twice (a)'s bound, since Gemma 4 scales scores by 1 and at the
+# 2e-2 relative (measured 8.7e-3 at most over 12 steps): twice (a)'s bound, since Gemma 4 scales scores by 1 and at the
 # init's q_norm gains of 1 its softmaxes are sharp, which amplifies bf16
 # roundings (tests/model_compare.h); a wrong op moves the loss by far more.
 expect_true "gemma4: cuda step losses within 2e-2 relative of cpu, loss falls" "$PY" -c 'import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]; b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 rel = [abs(x - y) / abs(x) for x, y in zip(a, b)]
 print("gemma4: max relative loss difference cuda vs cpu: %.3g (loss %.3f -> %.3f)" % (max(rel), b[0], b[-1]))
-assert len(a) == len(b) == int(sys.argv[3]) and max(rel) < 2e-2 and b[-1] < b[0] - 1.0, rel' \
-  "$WORK/g4cpu/metrics.jsonl" "$WORK/g4cuda/metrics.jsonl" $STEPS
-expect_ok "gemma4: model.recompute=true on cuda" train4 "$WORK/g4rec" --device cuda --set model.recompute=true
-expect_true "gemma4: recompute weights == default weights (bitwise)" cmp "$WORK/g4cuda/$last/model.safetensors" \
-  "$WORK/g4rec/$last/model.safetensors"
+assert len(a) == len(b) == 6 and max(rel) < 2e-2 and b[-1] < b[0] - 0.2, rel' \
+  "$WORK/g4cpu/metrics.jsonl" "$WORK/g4cuda/metrics.jsonl"
 expect_fail "gemma4: cudnn refused for head dim 512" "head dim 512" train4 "$WORK/g4cudnn" --device cuda \
   --set cuda.attention=cudnn
-M4="$WORK/g4cuda/$last"
+M4="$WORK/g4cuda/step_000006"
 for dev in cpu cuda; do
   expect_ok "gemma4: score --device $dev" "$FIMI" score --device "$dev" --model "$M4" --ids "$IDS"
   cp "$WORK/out" "$WORK/g4score_$dev.json"
@@ -275,5 +277,6 @@ assert len(a) == len(b) > 1 and d < 5e-2, (a, b)' "$WORK/g4score_cpu.json" "$WOR
 expect_true "gemma4: greedy generate on cuda gives the cpu's tokens" "$PY" -c 'import json, sys
 a, b = (json.load(open(p))["completions"][0] for p in sys.argv[1:3])
 print(a, b); assert len(b["generated"]) == 8 and a == b' "$WORK/g4gen_cpu.json" "$WORK/g4gen_cuda.json"
+fi
 
 cli_summary
