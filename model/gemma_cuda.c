@@ -498,13 +498,11 @@ static CudaLayerActs *layer_acts(GemmaCudaModel *model, int l);
 
 // Where layer l's attention reads its keys and values (B, T, nkv, hd): its
 // own set's, or the stored ones of its kv source (Gemma 4), as layer_kv in gemma.c.
-static void layer_kv(GemmaCudaModel *model, int l, bf16 **k, bf16 **v) {
-  GemmaLayerShape shape;
-  gemma_layer_shape(&model->config, l, &shape);
+static void layer_kv(GemmaCudaModel *model, int l, const GemmaLayerShape *shape, bf16 **k, bf16 **v) {
   GemmaCudaActs *acts = model->acts;
-  if (acts->store_k[shape.kv_source]) {
-    *k = acts->store_k[shape.kv_source];
-    *v = acts->store_v[shape.kv_source];
+  if (acts->store_k[shape->kv_source]) {
+    *k = acts->store_k[shape->kv_source];
+    *v = acts->store_v[shape->kv_source];
   } else {
     *k = layer_acts(model, l)->k;
     *v = layer_acts(model, l)->v;
@@ -567,7 +565,7 @@ static int layer_forward(GemmaCudaModel *model, int l, const bf16 *w, CudaLayerA
   gemma_attn_spec(cfg, l, &spec);
   const int *pos = model->acts->positions;
   bf16 *k, *v;  // (N, kvd) the keys and values attention reads
-  layer_kv(model, l, &k, &v);
+  layer_kv(model, l, &shape, &k, &v);
 
   // attention block: h_mid = h_in + post_attention_layernorm(o_proj(attn(input_layernorm(h_in))))
   norm_forward(ctx, &off, a->ln1, a->ln1_rstd, h_in, w + off.input_norm, N, C, eps);
@@ -773,13 +771,12 @@ static int layer_attention_backward(GemmaCudaModel *model, int l, const CudaLaye
 // Keys and values shared across layers (Gemma 4): a kv-shared layer hands
 // its key/value gradient (acts->dk, dv) to its source layer, whose backward
 // comes later and adds what it was sent.
-static void exchange_kv_grads(GemmaCudaModel *model, int l, const GemmaLayerOffsets *off, int N) {
-  GemmaLayerShape shape;
-  gemma_layer_shape(&model->config, l, &shape);
+static void exchange_kv_grads(GemmaCudaModel *model, int l, const GemmaLayerShape *shape,
+                              const GemmaLayerOffsets *off, int N) {
   GemmaCudaActs *acts = model->acts;
   CudaContext *ctx = model->ctx;
-  size_t NKV = (size_t)N * shape.kv_heads * shape.head_dim;
-  int src = shape.kv_source;
+  size_t NKV = (size_t)N * shape->kv_heads * shape->head_dim;
+  int src = shape->kv_source;
   if (!off->has_k) {
     residual_add_cuda(ctx, acts->dstore_k[src], acts->dstore_k[src], acts->dk, NKV);
     residual_add_cuda(ctx, acts->dstore_v[src], acts->dstore_v[src], acts->dv, NKV);
@@ -809,7 +806,7 @@ static int layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g,
   const int *pos = acts->positions;
   bf16 *dres = acts->dres, *dA = acts->dA, *dB = acts->dB;
   bf16 *k, *v;  // (N, kvd) the keys and values attention read
-  layer_kv(model, l, &k, &v);
+  layer_kv(model, l, &shape, &k, &v);
 
   if (off.gemma4) per_layer_input_backward(model, l, &off, w, g, a, N);  // dres = dh_ff
   // MLP block, from h_ff = h_mid + post_ff_norm(mlp).
@@ -826,7 +823,7 @@ static int layer_backward(GemmaCudaModel *model, int l, const bf16 *w, float *g,
   norm_backward(ctx, &off, dA, g + off.post_attn_norm, dres, a->o, w + off.post_attn_norm, a->o_rstd, N, C);
   matmul_backward_cuda(ctx, acts->datt, g + off.o, dA, a->att, w + off.o, N, qd, C);
   if (layer_attention_backward(model, l, a, k, v, B, T, nkv, hd, &spec, err) != 0) return -1;
-  if (off.gemma4) exchange_kv_grads(model, l, &off, N);
+  if (off.gemma4) exchange_kv_grads(model, l, &shape, &off, N);
   rope_backward_partial_cuda(ctx, acts->dq, acts->dq, pos, N, nh, hd, spec.rope_theta, spec.rope_position_scale,
                              spec.rope_pairs);
   if (off.has_k)
@@ -1020,13 +1017,6 @@ static size_t carve_step(StepBuffers *s, char *base, const GemmaConfig *cfg, siz
   return c.used;
 }
 
-// Elements of one layer's cache part for B sequences of S tokens: (B, S, kvd).
-static size_t layer_cache_elems(const GemmaConfig *cfg, int l, size_t B, size_t S) {
-  GemmaLayerShape shape;
-  gemma_layer_shape(cfg, l, &shape);
-  return B * S * (size_t)shape.kv_heads * shape.head_dim;
-}
-
 // Each layer's part of the cache (kv_offset, elements); a kv-shared layer
 // has none of its own and reads its source's. Returns the total.
 static size_t layout_cache(GemmaCudaKVCache *cache, const GemmaConfig *cfg) {
@@ -1039,7 +1029,7 @@ static size_t layout_cache(GemmaCudaKVCache *cache, const GemmaConfig *cfg) {
       continue;
     }
     cache->kv_offset[l] = total;
-    total += layer_cache_elems(cfg, l, (size_t)cache->batch, (size_t)cache->capacity);
+    total += (size_t)cache->batch * cache->capacity * shape.kv_heads * shape.head_dim;  // (B, S, kvd)
   }
   return total;
 }
