@@ -57,7 +57,9 @@ stage_done() {  # stage_done NAME [NOTE]: the wall and CPU time since the previo
 }
 slowest() {  # slowest LOG N: the N slowest tests of a ctest log
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.* *(\*\*\*)?([A-Za-z][A-Za-z ]*[a-z]) +([0-9.]+) sec$/\4 \1 \3/p' "$1" |
-    sort -rn | head -"$2" | awk '{printf "    %7.1f s  %s (%s)\n", $1, $2, $3}'
+    sort -rn | awk -v n="$2" 'NR <= n {printf "    %7.1f s  %s (%s)\n", $1, $2, $3}'
+  # (awk reads to the end: with head, sort could die of SIGPIPE, which
+  # pipefail and set -e turned into exit 141 after every stage had passed)
 }
 summary() {
   local rc=$?
