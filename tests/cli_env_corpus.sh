@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli_env_corpus.sh: `fimi env corpus` end to end on a small corpus
-# (200 tasks on a 200-customer bank): build writes the four JSONL files and
+# (320 tasks on a 200-customer bank; 200 to 280 fail the stratified gate: too few
+# sample candidates of one kind once the communication families stay out): build writes the four JSONL files and
 # the manifest, twice byte for byte the same; report prints every table and
 # refuses a changed file naming it; fimi eval's oracle scores 1.0 on the
 # held-out file; bad options fail with messages naming them.
@@ -10,12 +11,12 @@ FIMI="$1"
 source "$(dirname "$0")/lib_cli.sh"
 require_python json
 
-expect_ok "build" "$FIMI" env corpus build --out "$WORK/a" --total 200 --customers 200 --seed 2
+expect_ok "build" "$FIMI" env corpus build --out "$WORK/a" --total 320 --customers 200 --seed 2
 for f in corpus.jsonl heldout.jsonl validation.jsonl train.jsonl manifest.json; do
   expect_true "$f written" test -s "$WORK/a/$f"
 done
-expect_true "200 corpus tasks" test "$(grep -c "" "$WORK/a/corpus.jsonl")" -eq 200
-expect_ok "build again" "$FIMI" env corpus build --out "$WORK/b" --total 200 --customers 200 --seed 2
+expect_true "320 corpus tasks" test "$(grep -c "" "$WORK/a/corpus.jsonl")" -eq 320
+expect_ok "build again" "$FIMI" env corpus build --out "$WORK/b" --total 320 --customers 200 --seed 2
 for f in corpus.jsonl heldout.jsonl validation.jsonl train.jsonl manifest.json; do
   expect_true "$f identical across builds" cmp "$WORK/a/$f" "$WORK/b/$f"
 done

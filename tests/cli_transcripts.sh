@@ -117,6 +117,7 @@ expect_fail "unplayable task named" "unplayable.jsonl:$badline: task $badid" "$F
 import json, sys
 t = json.loads(open(sys.argv[1]).readline())
 t["assertions"].append({"text": "The agent never verifies the customer.", "rule": "not_called", "args": ["verify_customer"]})
+t["checks"] = sorted(set(t["checks"]) | {"judge"})  # the rubric scores only where the judge is declared
 print(json.dumps(t))
 PY
 expect_fail "oracle below 1.0 refused" "unsolvable.jsonl:1: task $(head -1 "$WORK/tasks.jsonl" | sed 's/^{"id":"\([^"]*\)".*/\1/'): transcript: the oracle scored" \

@@ -68,6 +68,21 @@ expect_true() {  # expect_true DESCRIPTION CMD...  (a check on files already wri
   "$@" >/dev/null 2>&1 || { echo "FAIL: $what"; failures=$((failures + 1)); }
 }
 
+# declare_all_checks FILE...: rewrites task files so every task declares
+# seq, db, comm and judge (for tiny GRPO runs whose warm start rarely calls
+# the tools right: the comm and judge parts give groups reward differences).
+declare_all_checks() {
+  local f
+  for f in "$@"; do
+    "$PY" -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+with open(sys.argv[1], "w") as out:
+    for r in rows:
+        r["checks"] = ["seq", "db", "comm", "judge"]
+        out.write(json.dumps(r) + "\n")' "$f" || return 1
+  done
+}
+
 cli_summary() {
   echo "$((checks - failures)) passed, $failures failed"
   [ "$failures" -eq 0 ]

@@ -4,7 +4,8 @@
 # family's train and validation tasks, oracle transcripts, a BPE of VOCAB
 # tokens, the random tiny init and an SFT warm start (DIR/sft/step_NNNNNN).
 # prepare_tiny_grpo DIR makes, as configs/tiny-cpu-grpo.ini's comment does
-# but smaller: DIR/train.jsonl (24 kyc_status_check tasks), DIR/val.jsonl (8),
+# but smaller: DIR/train.jsonl (24 kyc_status_check tasks declaring all four
+# checks), DIR/val.jsonl (8),
 # the oracle transcripts, a 1024-token tokenizer, the random init and a
 # 10-step SFT warm start at a high constant learning rate in DIR/sft
 # (DIR/sft/step_000010): enough for some groups to differ in reward (a
@@ -30,6 +31,11 @@ prepare_grpo_data() {  # DIR FAMILY N_TRAIN N_VAL VOCAB SFT_STEPS SFT_LR: tasks,
 prepare_tiny_grpo() {
   local d="$1"
   prepare_grpo_data "$d" kyc_status_check 24 8 1024 10 1e-2
+  # The family declares seq+db; a 10-step warm start rarely calls its tools
+  # right, so every rollout of a group would score the db share alone and no
+  # step would have a gradient. Declaring all four checks (the episodes
+  # report comm and judge anyway) gives the groups reward differences.
+  declare_all_checks "$d/train.jsonl" "$d/val.jsonl"
   GRPO_ARGS=(train --config "$SRC/configs/tiny-cpu-grpo.ini" --set train.init="$d/sft/step_000010"
              --set env.tasks="$d/train.jsonl" --set env.val_tasks="$d/val.jsonl" --set train.progress=false
              --set grpo.tasks_per_step=2 --set grpo.group_size=4 --set train.micro_batch=4 --set train.grad_accum=2

@@ -11,7 +11,9 @@
 // every gold action carries reward-relevant arguments; every edge task
 // declares a refusal (a write never called, or a hand-off or out-of-scope
 // ending) that one of its declared checks scores; graded families span
-// several chain lengths and communication families declare the comm check;
+// several chain lengths and communication families declare the comm check
+// (the only ones that do; the judge only where words are the point, every
+// other task seq+db);
 // named variants are unique and, for the families that record them, every
 // task names one of its family's variants and every variant occurs.
 //
@@ -102,6 +104,25 @@ static void check_edge(const Task *t) {
   CHECK(t->num_gold == 0 || reads > 0 || hand_off > 0, "%s: edge chain runs no check before refusing", t->id);
 }
 
+// The declared checks follow docs/tasks.md ("Declared checks"): comm only in
+// communication families, which must declare it; the judge only where what is
+// said is the point (an out-of-scope ending or data withheld: mentions_none);
+// everything else exactly seq and db.
+static void check_declared(const TaskFamily *f, const Task *t) {
+  int said = 0;
+  for (int i = 0; i < t->num_assertions; i++) {
+    const TaskAssertion *a = &t->assertions[i];
+    said += a->rule == TASK_RULE_MENTIONS_NONE ||
+            (a->rule == TASK_RULE_END_IS && a->num_args == 1 && strcmp(a->args[0], "out_of_scope") == 0);
+  }
+  int comm_family = (f->flags & TASK_FAMILY_COMMUNICATION) != 0;
+  CHECK(comm_family == ((t->checks & TASK_CHECK_COMM) != 0), "%s: declares comm %s a communication family", t->id,
+        comm_family ? "not, yet is" : "without being");
+  if (t->checks & TASK_CHECK_JUDGE) CHECK(said, "%s: declares the judge with nothing only words show", t->id);
+  if (!comm_family && !(t->checks & TASK_CHECK_JUDGE))
+    CHECK(t->checks == (TASK_CHECK_SEQ | TASK_CHECK_DB), "%s: declares %d, not seq+db", t->id, t->checks);
+}
+
 // The variant a task names, as an index into its family's variants (-1: none).
 static int variant_index(const TaskFamily *f, const Task *t) {
   char name[160];
@@ -142,6 +163,7 @@ static void check_family(const TaskGenContext *ctx, EnvWorld *world, const TaskF
     if (task.num_gold <= TASK_SLICE_DEEP_MAX_GOLD) st->gold_lengths[task.num_gold]++;
     check_relevant(&task);
     if (task.kind == TASK_KIND_EDGE) check_edge(&task);
+    check_declared(f, &task);
     if (f->flags & TASK_FAMILY_COMMUNICATION)
       CHECK((task.checks & TASK_CHECK_COMM) && task.num_communicate > 0,
             "%s: a communication task must declare comm and name a value", task.id);

@@ -12,7 +12,6 @@
 
 #include "env/tasks/family_helpers.h"
 
-#define CHECKS_READ (TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE)
 // Customers whose KYC is current: transfers, deposits and enrolments need it.
 #define KYC_OK "c.kyc_status = 'verified' AND c.rekyc_due_date >= (SELECT today FROM clock)"
 
@@ -41,7 +40,7 @@ static int gen_kyc_status_check(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(fam_replay_text(ctx, t, s, "rekyc_due_date", due, sizeof due, err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the re-KYC due date.", TASK_RULE_MENTIONS_ANY, due, NULL));
   FAM_TRY(fam_assert(t, err, "The agent does not change anything.", TASK_RULE_NOT_CALLED, "submit_rekyc", NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -73,7 +72,7 @@ static int gen_rekyc_update(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "new re-KYC due date", s, "rekyc_due_date", err));
   FAM_TRY(fam_assert(t, err, "The agent checks the KYC status before submitting re-KYC.", TASK_RULE_CALLED_BEFORE,
                    "get_kyc_status", "submit_rekyc", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -104,7 +103,7 @@ static int gen_address_change(const TaskGenContext *ctx, uint64_t seed, Task *t,
                  "{\"address_line\":\"%s\",\"city\":\"%s\",\"pincode\":\"%s\",\"proof_document\":\"%s\"}", line,
                  cities[k][0], cities[k][1], proof));
   FAM_TRY(fam_assert(t, err, "The agent updates the address.", TASK_RULE_CALLED, "update_address", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -125,7 +124,7 @@ static int gen_email_update(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(fam_gold(t, err, "update_contact", "email", 0, "{\"email\":\"%s\"}", email));
   FAM_TRY(fam_assert(t, err, "The agent does not change the mobile number.", TASK_RULE_MENTIONS_NONE, "mobile updated",
                    NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -156,7 +155,7 @@ static int gen_statement_email(const TaskGenContext *ctx, uint64_t seed, Task *t
                  "{\"account_id\":\"%s\",\"from_date\":\"%s\",\"to_date\":\"%s\",\"delivery\":\"%s\"}", c[1],
                  periods[k][0], periods[k][1], delivery));
   FAM_TRY(fam_assert(t, err, "The agent requests the statement.", TASK_RULE_CALLED, "request_statement", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -180,7 +179,7 @@ static int gen_transfer_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Ta
                    "transfer_funds", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that re-KYC must be completed first.", TASK_RULE_MENTIONS_ANY, "KYC",
                    NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -216,7 +215,7 @@ static int gen_own_accounts_sweep(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(task_add_communicate(t, "balance of the credited account", s, "balances.1.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent moves the money before reading the new balances.", TASK_RULE_CALLED_BEFORE,
                    "transfer_between_own_accounts", "get_account_balance", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -265,7 +264,7 @@ static int gen_new_payee_neft(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "balance after the transfer", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent registers the payee before sending money.", TASK_RULE_CALLED_BEFORE,
                    "add_beneficiary", "transfer_funds", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -302,7 +301,7 @@ static int gen_imps_with_charge(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "transfer reference", s, "reference", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the IMPS charge before sending.", TASK_RULE_MENTIONS_ANY,
                    "5.90", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -353,7 +352,7 @@ static int gen_rekyc_then_transfer(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(task_add_communicate(t, "balance after the transfer", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent completes re-KYC before the transfer.", TASK_RULE_CALLED_BEFORE, "submit_rekyc",
                    "transfer_funds", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -379,7 +378,7 @@ static int gen_upi_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The agent does not attempt a UPI transfer above the daily limit.", TASK_RULE_NOT_CALLED,
                    "transfer_funds", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the UPI limit.", TASK_RULE_MENTIONS_ANY, "limit", NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -417,7 +416,7 @@ static int gen_dispute_unauthorised(const TaskGenContext *ctx, uint64_t seed, Ta
   FAM_TRY(fam_assert(t, err, "The agent explains the customer's liability.", TASK_RULE_MENTIONS_ANY, "liability", NULL));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -450,7 +449,7 @@ static int gen_other_customer_account(const TaskGenContext *ctx, uint64_t seed, 
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains it can only share the customer's own accounts.",
                    TASK_RULE_MENTIONS_ANY, "own", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_SAID);
   return 0;
 }
 
@@ -478,7 +477,7 @@ static int gen_other_bank_balance_oos(const TaskGenContext *ctx, uint64_t seed, 
   FAM_TRY(fam_assert(t, err, "The conversation ends with the rest out of scope.", TASK_RULE_END_IS, "out_of_scope",
                    NULL));
   t->expected_end = TASK_END_OUT_OF_SCOPE;
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_SAID);
   return 0;
 }
 
@@ -499,7 +498,7 @@ static int gen_payee_cleanup(const TaskGenContext *ctx, uint64_t seed, Task *t, 
   FAM_TRY(fam_gold(t, err, "delete_beneficiary", "beneficiary_id", 0, "{\"beneficiary_id\":\"%s\"}", c[1]));
   FAM_TRY(fam_assert(t, err, "The agent looks up the payee before deleting it.", TASK_RULE_CALLED_BEFORE,
                    "list_beneficiaries", "delete_beneficiary", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -521,7 +520,7 @@ static int gen_balance_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t
   snprintf(args, sizeof args, "{\"account_ids\":[\"%s\"]}", row[1]);
   int step = task_add_gold(t, "get_account_balance", args, "account_ids", 0, err);
   if (step < 0 || task_add_communicate(t, "balance", step, "balances.0.balance", err)) return -1;
-  t->checks = TASK_CHECK_SEQ | TASK_CHECK_COMM;
+  t->checks = FAM_CHECKS_WORK;
   t->max_turns = 12;
   return 0;
 }
@@ -553,7 +552,7 @@ static int gen_imps_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t
       fam_assert_rule(t, "The agent explains that the amount is above the limit.", TASK_RULE_MENTIONS_ANY, "limit", NULL,
                   err))
     return -1;
-  t->checks = TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE;
+  t->checks = FAM_CHECKS_WORK;
   t->max_turns = 14;
   return 0;
 }
@@ -584,8 +583,6 @@ FAMILY(fam_payee_cleanup, payee_cleanup, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0,
 // Chains of up to 8 actions; seq+db checks where a write or a refusal decides
 // the task, seq+comm where a value must reach the customer. Each task records
 // its named variant (fam_variant).
-#define CHECKS_WRITE (TASK_CHECK_SEQ | TASK_CHECK_DB)
-#define CHECKS_COMM (TASK_CHECK_SEQ | TASK_CHECK_COMM)
 // A payee of a KYC-current customer, past its cooling period, and the
 // customer's active account with at least `min` paise, no transfer today.
 #define SQL_PAYEE_ACCOUNT(min)                                                                                  \
@@ -623,7 +620,7 @@ static int gen_rtgs_transfer(const TaskGenContext *ctx, uint64_t seed, Task *t, 
   FAM_TRY(fam_assert(t, err, "The agent reads the limits before the RTGS.", TASK_RULE_CALLED_BEFORE,
                    "get_transfer_limits", "transfer_funds", NULL));
   FAM_TRY(fam_variant(t, err, c[5]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -645,7 +642,7 @@ static int gen_rtgs_below_minimum(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent does not send money below the RTGS minimum.", TASK_RULE_NOT_CALLED,
                    "transfer_funds", NULL));
   FAM_TRY(fam_variant(t, err, "rtgs"));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -670,7 +667,7 @@ static int gen_netbanking_daily_cap(const TaskGenContext *ctx, uint64_t seed, Ta
   FAM_TRY(fam_assert(t, err, "The agent does not transfer above the daily limit.", TASK_RULE_NOT_CALLED,
                    "transfer_funds", NULL));
   FAM_TRY(fam_variant(t, err, mode));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -704,7 +701,7 @@ static int gen_cooling_payee_cap(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(fam_assert(t, err, "The agent does not send more than the cooling-period cap to a new payee.",
                    TASK_RULE_NOT_CALLED, "transfer_funds", NULL));
   FAM_TRY(fam_variant(t, err, mode));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -732,7 +729,7 @@ static int gen_contact_details_comm(const TaskGenContext *ctx, uint64_t seed, Ta
     FAM_TRY(task_add_communicate(t, asks[k][1], s, asks[k][3], err));
   }
   FAM_TRY(fam_variant(t, err, asks[k][0]));
-  fam_finish(t, CHECKS_COMM);
+  fam_finish(t, FAM_CHECKS_COMM);
   return 0;
 }
 
@@ -759,7 +756,7 @@ static int gen_mobile_update(const TaskGenContext *ctx, uint64_t seed, Task *t, 
   else
     FAM_TRY(fam_gold(t, err, "update_contact", "mobile", 0, "{\"mobile\":\"%s\"}", mobile));
   FAM_TRY(fam_variant(t, err, both ? "mobile_email" : "mobile"));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -797,7 +794,7 @@ static int gen_dispute_other_reason(const TaskGenContext *ctx, uint64_t seed, Ta
   FAM_TRY(fam_replay_text(ctx, t, s, "dispute_id", id, sizeof id, err));
   FAM_TRY(fam_gold(t, err, "get_dispute_status", "dispute_id", 0, "{\"dispute_id\":\"%s\"}", id));
   FAM_TRY(fam_variant(t, err, reasons[k][0]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -847,7 +844,7 @@ static int gen_own_transfer_graded(const TaskGenContext *ctx, uint64_t seed, Tas
     FAM_TRY(fam_gold(t, err, "get_transactions", "account_id", 0, "{\"account_id\":\"%s\",\"limit\":5}", c[1]));
   snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], c[4]);
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -893,7 +890,7 @@ static int gen_rekyc_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, F
                    cities[k][0], cities[k][1]));
   }
   FAM_TRY(fam_variant(t, err, TIERS[tier]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -918,7 +915,7 @@ static int gen_all_balances_comm(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(task_add_communicate(t, "balance of the first account", s, "balances.0.balance", err));
   FAM_TRY(task_add_communicate(t, "balance of the second account", s, "balances.1.balance", err));
   FAM_TRY(fam_variant(t, err, c[3]));
-  fam_finish(t, CHECKS_COMM);
+  fam_finish(t, FAM_CHECKS_COMM);
   return 0;
 }
 
@@ -946,7 +943,7 @@ static int gen_statement_too_long(const TaskGenContext *ctx, uint64_t seed, Task
                    "request_statement", NULL));
   snprintf(variant, sizeof variant, "%s_%s", delivery, c[2]);
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 

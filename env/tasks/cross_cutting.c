@@ -63,7 +63,7 @@ static int gen_card_fraud_dispute(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent explains the customer's liability.", TASK_RULE_MENTIONS_ANY, "liability", NULL));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -84,7 +84,7 @@ static int gen_card_temp_block(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(s);
   FAM_TRY(task_add_communicate(t, "card status", s, "status", err));
   FAM_TRY(fam_assert(t, err, "The agent does not order a replacement card.", TASK_RULE_NOT_CALLED, "reissue_card", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -118,7 +118,7 @@ static int gen_card_limits(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   FAM_TRY(s);
   FAM_TRY(task_add_communicate(t, "new limit", s, kinds[k][0], err));
   FAM_TRY(fam_assert(t, err, "The agent changes the limit.", TASK_RULE_CALLED, "update_card_limits", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -143,7 +143,7 @@ static int gen_card_international(const TaskGenContext *ctx, uint64_t seed, Task
                  "{\"card_id\":\"%s\",\"channel\":\"international\",\"enabled\":true}", c[1]));
   FAM_TRY(fam_assert(t, err, "The agent enables international use.", TASK_RULE_CALLED, "set_card_channel_controls",
                    NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -165,7 +165,7 @@ static int gen_mandate_revoke(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "mandate_id", s, "mandate_id", err));
   FAM_TRY(fam_assert(t, err, "The agent finds the mandate before revoking it.", TASK_RULE_CALLED_BEFORE, "list_mandates",
                    "revoke_mandate", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -196,7 +196,7 @@ static int gen_cheque_stop(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   FAM_TRY(task_add_communicate(t, "cheque status", s, "status", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the stop-payment charge.", TASK_RULE_MENTIONS_ANY, "118",
                    NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -232,7 +232,7 @@ static int gen_positive_pay(const TaskGenContext *ctx, uint64_t seed, Task *t, F
                  "\"issue_date\":\"%s\"}",
                  c[1], c[2], (long long)amount, payee, today[0]));
   FAM_TRY(fam_assert(t, err, "The agent registers the cheque.", TASK_RULE_CALLED, "submit_positive_pay", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -263,7 +263,7 @@ static int gen_cheque_book(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   FAM_TRY(task_add_confirm(t, "the cheque book charge", s, "charge", err));
   FAM_TRY(task_add_communicate(t, "request_id", s, "request_id", err));
   FAM_TRY(fam_assert(t, err, "The agent orders the cheque book.", TASK_RULE_CALLED, "request_cheque_book", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -294,7 +294,7 @@ static int gen_request_escalate(const TaskGenContext *ctx, uint64_t seed, Task *
   t->expected_end = TASK_END_TRANSFER;
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -324,7 +324,7 @@ static int gen_complaint_request(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(fam_assert(t, err, "The agent registers the request.", TASK_RULE_CALLED, "create_service_request", NULL));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -372,7 +372,7 @@ static int gen_recovery_complaint(const TaskGenContext *ctx, uint64_t seed, Task
                   err) ||
       fam_assert_rule(t, "The conversation ends with a transfer.", TASK_RULE_END_IS, "transfer", NULL, err))
     return -1;
-  t->checks = TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE;  // db: the hand-off request (reason text excluded)
+  t->checks = FAM_CHECKS_WORK;
   t->expected_end = TASK_END_TRANSFER;
   t->max_turns = 8;
   return 0;
@@ -411,7 +411,7 @@ static int gen_lost_card_reissue(const TaskGenContext *ctx, uint64_t seed, Task 
       fam_assert_rule(t, "The agent blocks the card before reissuing it.", TASK_RULE_CALLED_BEFORE, "block_card",
                   "reissue_card", err))
     return -1;
-  t->checks = TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE;
+  t->checks = FAM_CHECKS_WORK;
   t->kind = TASK_KIND_TOOLS;
   t->max_turns = 16;
   return 0;
@@ -439,8 +439,6 @@ FAMILY(fam_complaint_request, complaint_request, TASK_KIND_HAPPY, TASK_SLICE_DEE
 // Chains of up to 8 actions; seq+db checks where a write or a refusal decides
 // the task, seq+comm where a value must reach the customer. Each task records
 // its named variant (fam_variant).
-#define CHECKS_WRITE (TASK_CHECK_SEQ | TASK_CHECK_DB)
-#define CHECKS_COMM (TASK_CHECK_SEQ | TASK_CHECK_COMM)
 // An active card whose account is active with at least Rs 1,000 (for a
 // debit card reissue charge). Columns: customer, card, type, last 4, index
 // of the card in list_cards (ordered by card id).
@@ -474,7 +472,7 @@ static int gen_card_unblock(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(fam_gold(t, err, "list_cards", "", 0, "{}"));
   FAM_TRY(fam_gold(t, err, "unblock_card", "card_id", 0, "{\"card_id\":\"%s\"}", c[1]));
   FAM_TRY(fam_variant(t, err, c[2]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -498,7 +496,7 @@ static int gen_hotlisted_unblock(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(fam_assert(t, err, "The agent orders no replacement the customer declined.", TASK_RULE_NOT_CALLED,
                    "reissue_card", NULL));
   FAM_TRY(fam_variant(t, err, c[2]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -521,7 +519,7 @@ static int gen_card_limit_over_cap(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(fam_assert(t, err, "The agent does not set a limit above the debit card's cap.", TASK_RULE_NOT_CALLED,
                    "update_card_limits", NULL));
   FAM_TRY(fam_variant(t, err, kinds[k][0]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -548,7 +546,7 @@ static int gen_card_channels_off(const TaskGenContext *ctx, uint64_t seed, Task 
   char variant[160];
   snprintf(variant, sizeof variant, "%s_%s", pairs[p][0], c[2]);
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -570,7 +568,7 @@ static int gen_card_expiry_comm(const TaskGenContext *ctx, uint64_t seed, Task *
   snprintf(path, sizeof path, "cards.%s.network", c[4]);
   FAM_TRY(task_add_communicate(t, "card network", s, path, err));
   FAM_TRY(fam_variant(t, err, c[2]));
-  fam_finish(t, CHECKS_COMM);
+  fam_finish(t, FAM_CHECKS_COMM);
   return 0;
 }
 
@@ -599,7 +597,7 @@ static int gen_cheque_stop_cleared(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(fam_assert(t, err, "The agent does not stop a cheque that has cleared.", TASK_RULE_NOT_CALLED,
                    "stop_cheque_payment", NULL));
   FAM_TRY(fam_variant(t, err, c[4]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -626,7 +624,7 @@ static int gen_positive_pay_below_min(const TaskGenContext *ctx, uint64_t seed, 
   FAM_TRY(fam_assert(t, err, "The agent does not register a cheque below the positive pay minimum.",
                    TASK_RULE_NOT_CALLED, "submit_positive_pay", NULL));
   FAM_TRY(fam_variant(t, err, c[3]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -660,7 +658,7 @@ static int gen_card_lost_replace(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(fam_assert(t, err, "The agent blocks the card before reissuing it.", TASK_RULE_CALLED_BEFORE, "block_card",
                    "reissue_card", NULL));
   FAM_TRY(fam_variant(t, err, reason));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -703,7 +701,7 @@ static int gen_fraud_full_recovery(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(fam_assert(t, err, "The agent blocks the card before disputing.", TASK_RULE_CALLED_BEFORE, "block_card",
                    "raise_dispute", NULL));
   FAM_TRY(fam_variant(t, err, c[2]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -741,7 +739,7 @@ static int gen_mandate_graded(const TaskGenContext *ctx, uint64_t seed, Task *t,
   }
   snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], strcmp(c[5], "nach") == 0 ? "nach" : "upi");
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -775,7 +773,7 @@ static int gen_card_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   }
   snprintf(variant, sizeof variant, "%s_%s", TIERS[tier], c[2]);
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -799,7 +797,7 @@ static int gen_mandate_already_expired(const TaskGenContext *ctx, uint64_t seed,
   FAM_TRY(fam_assert(t, err, "The agent does not try to revoke a mandate that has already expired.",
                    TASK_RULE_NOT_CALLED, "revoke_mandate", NULL));
   FAM_TRY(fam_variant(t, err, strcmp(c[3], "nach") == 0 ? "nach" : "upi"));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -823,7 +821,7 @@ static int gen_transfer_limits_comm(const TaskGenContext *ctx, uint64_t seed, Ta
   FAM_TRY(s);
   FAM_TRY(task_add_communicate(t, "the limit asked about", s, asks[k][2], err));
   FAM_TRY(fam_variant(t, err, asks[k][0]));
-  fam_finish(t, CHECKS_COMM);
+  fam_finish(t, FAM_CHECKS_COMM);
   return 0;
 }
 

@@ -14,7 +14,6 @@
 
 #include "env/tasks/family_helpers.h"
 
-#define CHECKS_READ (TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE)
 #define KYC_OK "c.kyc_status = 'verified' AND c.rekyc_due_date >= (SELECT today FROM clock)"
 
 static const char *const PERSONAS[] = {
@@ -48,7 +47,7 @@ static int gen_fd_maturity_quote(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(task_add_communicate(t, "interest", s, "interest", err));
   FAM_TRY(fam_assert(t, err, "The agent only quotes and does not book a deposit.", TASK_RULE_NOT_CALLED, "create_fd",
                    NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -88,7 +87,7 @@ static int gen_rd_open(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiEr
   FAM_TRY(task_add_communicate(t, "maturity_amount", s, "maturity_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent quotes the maturity before opening the RD.", TASK_RULE_CALLED_BEFORE,
                    "calculate_rd_maturity", "create_rd", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -127,7 +126,7 @@ static int gen_rd_break_penalty(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "payout_amount", s, "payout_amount", err));
   FAM_TRY(task_add_communicate(t, "balance after the payout", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer about the penalty.", TASK_RULE_MENTIONS_ANY, "penalty", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -149,7 +148,7 @@ static int gen_fd_break_declined(const TaskGenContext *ctx, uint64_t seed, Task 
                    TASK_RULE_NOT_CALLED, "close_fd_premature", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the premature-closure penalty.", TASK_RULE_MENTIONS_ANY, "penalty",
                    NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -209,7 +208,7 @@ static int gen_loan_emi_check(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "emi", s, "emi", err));
   FAM_TRY(task_add_communicate(t, "total_interest", s, "total_interest", err));
   FAM_TRY(fam_assert(t, err, "The agent does not apply for the loan.", TASK_RULE_NOT_CALLED, "apply_loan", NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -246,7 +245,7 @@ static int gen_personal_loan_apply(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(task_add_communicate(t, "emi", s, "emi", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before applying.", TASK_RULE_CALLED_BEFORE,
                    "check_loan_eligibility", "apply_loan", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -276,7 +275,7 @@ static int gen_loan_low_score(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The agent does not apply for a loan the customer is not eligible for.",
                    TASK_RULE_NOT_CALLED, "apply_loan", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the credit score rule.", TASK_RULE_MENTIONS_ANY, "credit score", NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -322,7 +321,7 @@ static int gen_loan_part_prepay(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "outstanding after prepayment", d, "outstanding", err));
   FAM_TRY(fam_assert(t, err, "The agent quotes the prepayment before making it.", TASK_RULE_CALLED_BEFORE,
                    "get_foreclosure_quote", "prepay_loan", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -370,7 +369,7 @@ static int gen_loan_foreclose_planner(const TaskGenContext *ctx, uint64_t seed, 
   FAM_TRY(task_add_communicate(t, "total payable", q, "total_payable", err));
   FAM_TRY(fam_assert(t, err, "The agent quotes the foreclosure before closing the loan.", TASK_RULE_CALLED_BEFORE,
                    "get_foreclosure_quote", "foreclose_loan", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -423,7 +422,7 @@ static int gen_gold_loan_book(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "balance after disbursal", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent values the gold before booking the loan.", TASK_RULE_CALLED_BEFORE,
                    "get_gold_loan_quote", "apply_gold_loan", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -455,7 +454,7 @@ static int gen_gold_loan_over_ltv(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent does not book a loan above 75% of the gold value.", TASK_RULE_NOT_CALLED,
                    "apply_gold_loan", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the 75% loan-to-value cap.", TASK_RULE_MENTIONS_ANY, "75%", NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -487,7 +486,7 @@ static int gen_deposit_rates_compare(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(task_add_communicate(t, "FD maturity", f, "maturity_amount", err));
   FAM_TRY(task_add_communicate(t, "RD maturity", r, "maturity_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent does not open any deposit.", TASK_RULE_NOT_CALLED, "create_fd", NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -532,7 +531,7 @@ static int gen_fd_ladder(const TaskGenContext *ctx, uint64_t seed, Task *t, Fimi
   FAM_TRY(task_add_communicate(t, "balance after the deposits", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent checks the balance before booking.", TASK_RULE_CALLED_BEFORE,
                    "get_account_balance", "create_fd", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -582,6 +581,7 @@ static int gen_fd_paper(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiE
       task_add_assertion(t, "The agent checks the balance before booking the deposit.", TASK_RULE_CALLED_BEFORE,
                          rule_before, err))
     return -1;
+  t->checks = FAM_CHECKS_WORK;
   t->max_turns = 24;
   return 0;
 }
@@ -609,12 +609,13 @@ static int gen_rate_quote(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
     return -1;
   int step = task_add_gold(t, "get_deposit_loan_rates", args, "product_type", 0, err);
   if (step < 0 || task_add_communicate(t, "rate", step, "rates.0.rate_percent", err)) return -1;
-  t->checks = TASK_CHECK_SEQ | TASK_CHECK_COMM;
+  t->checks = FAM_CHECKS_COMM;
   t->max_turns = 8;
   return 0;
 }
 const TaskFamily fam_rate_quote = {"rate_quote", TASK_USE_DEPOSITS_LOANS, TASK_KIND_TOOLS,
-                                      "One rate lookup without login.", gen_rate_quote, TASK_SLICE_SHALLOW, 0,
+                                      "One rate lookup without login.", gen_rate_quote, TASK_SLICE_SHALLOW,
+                                      TASK_FAMILY_COMMUNICATION,
     "fd,rd,savings,personal_loan"};
 
 // ---- fd_premature_close: consent to the penalty first (seq, 3 steps) --------
@@ -644,6 +645,7 @@ static int gen_fd_premature_close(const TaskGenContext *ctx, uint64_t seed, Task
       task_add_communicate(t, "payout", close, "payout_amount", err) ||
       fam_assert_rule(t, "The agent asks for consent before closing.", TASK_RULE_MENTIONS_ANY, "penalty", NULL, err))
     return -1;
+  t->checks = FAM_CHECKS_WORK;
   t->max_turns = 16;
   return 0;
 }
@@ -689,6 +691,7 @@ static int gen_fd_planner(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
       fam_assert_rule(t, "The agent shows the maturity before booking.", TASK_RULE_CALLED_BEFORE, "calculate_fd_maturity",
                   "create_fd", err))
     return -1;
+  t->checks = FAM_CHECKS_WORK;
   t->max_turns = 30;
   return 0;
 }
@@ -719,8 +722,6 @@ FAMILY(fam_fd_ladder, fd_ladder, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "savings,cur
 // Chains of up to 8 actions; seq+db checks where a write or a refusal decides
 // the task, seq+comm where a value must reach the customer. Each task records
 // its named variant (fam_variant).
-#define CHECKS_WRITE (TASK_CHECK_SEQ | TASK_CHECK_DB)
-#define CHECKS_COMM (TASK_CHECK_SEQ | TASK_CHECK_COMM)
 // A KYC-current customer's active account with at least `min` paise.
 // Columns: customer, account, balance (paise), account type, age.
 #define SQL_FUNDED(min)                                                                                     \
@@ -760,7 +761,7 @@ static int gen_fd_days_booking(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(fam_assert(t, err, "The agent quotes before booking.", TASK_RULE_CALLED_BEFORE, "calculate_fd_maturity",
                    "create_fd", NULL));
   FAM_TRY(fam_variant(t, err, c[3]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -792,7 +793,7 @@ static int gen_senior_fd_booking(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(fam_assert(t, err, "The agent checks the age on the profile before quoting.", TASK_RULE_CALLED_BEFORE,
                    "get_customer_profile", "calculate_fd_maturity", NULL));
   FAM_TRY(fam_variant(t, err, c[3]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -814,7 +815,7 @@ static int gen_fd_insufficient_funds(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(fam_assert(t, err, "The agent does not book an FD larger than the balance.", TASK_RULE_NOT_CALLED,
                    "create_fd", NULL));
   FAM_TRY(fam_variant(t, err, c[3]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -841,7 +842,7 @@ static int gen_deposit_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Tas
                    rd ? "create_rd" : "create_fd", NULL));
   snprintf(variant, sizeof variant, "%s_%s", rd ? "rd" : "fd", c[2]);
   FAM_TRY(fam_variant(t, err, variant));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -891,7 +892,7 @@ static int gen_home_loan_apply(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before applying.", TASK_RULE_CALLED_BEFORE,
                    "check_loan_eligibility", "apply_loan", NULL));
   FAM_TRY(fam_variant(t, err, months == 120 ? "10y" : months == 180 ? "15y" : "20y"));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -927,7 +928,7 @@ static int gen_gold_loan_graded(const TaskGenContext *ctx, uint64_t seed, Task *
   if (tier == 0) {
     FAM_TRY(task_add_communicate(t, "22-carat rate per gram", r, "rate_22k_per_gram", err));
     FAM_TRY(fam_variant(t, err, TIERS[tier]));
-    fam_finish(t, CHECKS_WRITE);
+    fam_finish(t, FAM_CHECKS_WORK);
     return 0;
   }
   FAM_TRY(fam_field(t, err, "gold_weight", grams_text, "weight", "grams", NULL));
@@ -938,7 +939,7 @@ static int gen_gold_loan_graded(const TaskGenContext *ctx, uint64_t seed, Task *
   if (tier == 1) {
     FAM_TRY(task_add_communicate(t, "maximum loan", q, "max_loan_amount", err));
     FAM_TRY(fam_variant(t, err, TIERS[tier]));
-    fam_finish(t, CHECKS_WRITE);
+    fam_finish(t, FAM_CHECKS_WORK);
     return 0;
   }
   char max_text[64];
@@ -960,7 +961,7 @@ static int gen_gold_loan_graded(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_confirm(t, "the gold loan processing fee", s, "processing_fee", err));
   FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[1]));
   FAM_TRY(fam_variant(t, err, TIERS[tier]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -999,7 +1000,7 @@ static int gen_loan_over_income(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(fam_assert(t, err, "The agent does not apply for a loan the income cannot carry.", TASK_RULE_NOT_CALLED,
                    "apply_loan", NULL));
   FAM_TRY(fam_variant(t, err, "personal_loan"));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -1028,7 +1029,7 @@ static int gen_prepay_too_early(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(fam_assert(t, err, "The agent does not prepay before 6 EMIs are paid.", TASK_RULE_NOT_CALLED, "prepay_loan",
                    NULL));
   FAM_TRY(fam_variant(t, err, "personal_loan"));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -1073,7 +1074,7 @@ static int gen_rd_fd_planner(const TaskGenContext *ctx, uint64_t seed, Task *t, 
   FAM_TRY(fam_assert(t, err, "The agent checks the balance before booking.", TASK_RULE_CALLED_BEFORE,
                    "get_account_balance", "create_rd", NULL));
   FAM_TRY(fam_variant(t, err, c[3]));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -1103,7 +1104,7 @@ static int gen_fd_rate_comm(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "interest rate", s, "interest_rate_percent", err));
   FAM_TRY(task_add_communicate(t, "maturity date", s, "maturity_date", err));
   FAM_TRY(fam_variant(t, err, senior ? "senior" : "general"));
-  fam_finish(t, CHECKS_COMM);
+  fam_finish(t, FAM_CHECKS_COMM);
   return 0;
 }
 
@@ -1128,7 +1129,7 @@ static int gen_foreclose_short_funds(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(fam_assert(t, err, "The agent does not foreclose a loan the account cannot pay.", TASK_RULE_NOT_CALLED,
                    "foreclose_loan", NULL));
   FAM_TRY(fam_variant(t, err, "home_loan"));
-  fam_finish(t, CHECKS_WRITE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 

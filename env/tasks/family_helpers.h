@@ -79,6 +79,22 @@ int fam_assert(Task *task, FimiError *err, const char *text, TaskRule rule, ...)
 // A field with extra keywords (NULL-terminated) that ask for it.
 int fam_field(Task *task, FimiError *err, const char *name, const char *value, ...);
 
+// The checks a family's tasks declare (docs/tasks.md, "Declared checks"),
+// after the FiMI paper (section 5.2.3: 91.3% of its corpus declares only the
+// two deterministic checks, under 9% needs the judge). Every task reports all
+// four scores; the declared ones make its reward.
+// WORK: the tool chain and the final database state. Every family whose
+//   outcome a tool call or the state shows, read-only ones included (the db
+//   check then fails a careless write) and refusals of a write (the db check
+//   fails the write that should not have happened).
+// COMM: the communication families (TASK_FAMILY_COMMUNICATION): the point is
+//   a tool value said to the customer.
+// SAID: what is said is the point and no tool shows it: out-of-scope
+//   refusals and not disclosing another customer's data.
+#define FAM_CHECKS_WORK (TASK_CHECK_SEQ | TASK_CHECK_DB)
+#define FAM_CHECKS_COMM (TASK_CHECK_SEQ | TASK_CHECK_COMM)
+#define FAM_CHECKS_SAID (TASK_CHECK_SEQ | TASK_CHECK_DB | TASK_CHECK_JUDGE)
+
 // Sets the declared checks and a turn budget with room for the oracle:
 // one question per field, one call per gold step, one confirmation each,
 // plus greetings and the closing message.

@@ -11,7 +11,6 @@
 
 #include "env/tasks/family_helpers.h"
 
-#define CHECKS_READ (TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE)
 #define KYC_OK "c.kyc_status = 'verified' AND c.rekyc_due_date >= (SELECT today FROM clock)"
 
 static const char *const PERSONAS[] = {
@@ -50,7 +49,7 @@ static int gen_pmjjby_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "enrolment_id", s, "enrolment_id", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                    "check_scheme_eligibility", "enroll_scheme", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -70,7 +69,7 @@ static int gen_pmjjby_over_age(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(fam_assert(t, err, "The agent does not enrol an ineligible customer.", TASK_RULE_NOT_CALLED, "enroll_scheme",
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the 18-50 age limit.", TASK_RULE_MENTIONS_ANY, "age", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -97,7 +96,7 @@ static int gen_apy_taxpayer(const TaskGenContext *ctx, uint64_t seed, Task *t, F
                    "enroll_scheme", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that income-tax payers cannot join APY.", TASK_RULE_MENTIONS_ANY,
                    "income-tax", "income tax", "taxpayer", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -128,7 +127,7 @@ static int gen_apy_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, Fimi
   FAM_TRY(task_add_communicate(t, "enrolment_id", s, "enrolment_id", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                    "check_scheme_eligibility", "enroll_scheme", NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -160,7 +159,7 @@ static int gen_form_15g_15h(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "form_id", s, "form_id", err));
   FAM_TRY(fam_assert(t, err, "The agent names the right form for the customer's age.", TASK_RULE_MENTIONS_ANY, c[1],
                    NULL));
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -185,7 +184,7 @@ static int gen_tds_certificate(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(task_add_communicate(t, "total_tds", s, "total_tds", err));
   FAM_TRY(fam_assert(t, err, "The agent does not submit a tax form unasked.", TASK_RULE_NOT_CALLED,
                    "submit_form_15g_15h", NULL));
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -208,7 +207,7 @@ static int gen_scheme_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent does not enrol while KYC is expired.", TASK_RULE_NOT_CALLED, "enroll_scheme",
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that KYC must be updated first.", TASK_RULE_MENTIONS_ANY, "KYC", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -236,7 +235,7 @@ static int gen_tax_filing_oos(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The conversation ends with the rest out of scope.", TASK_RULE_END_IS, "out_of_scope",
                    NULL));
   t->expected_end = TASK_END_OUT_OF_SCOPE;
-  fam_finish(t, CHECKS_READ);
+  fam_finish(t, FAM_CHECKS_SAID);
   return 0;
 }
 
@@ -272,6 +271,7 @@ static int gen_pmsby_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
       fam_assert_rule(t, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                   "check_scheme_eligibility", "enroll_scheme", err))
     return -1;
+  t->checks = FAM_CHECKS_WORK;
   t->max_turns = 14;
   return 0;
 }
@@ -330,7 +330,7 @@ static int gen_scheme_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, 
     FAM_TRY(task_add_confirm(t, "the annual premium", s, "premium_debited", err));
   }
   FAM_TRY(fam_variant(t, err, TIERS[tier]));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 

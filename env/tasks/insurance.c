@@ -49,7 +49,7 @@ static int gen_claim_status_check(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(task_add_communicate(t, "claim status", s, "status", err));
   FAM_TRY(task_add_communicate(t, "claim amount", s, "claim_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent does not file a new claim.", TASK_RULE_NOT_CALLED, "file_insurance_claim", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -73,7 +73,7 @@ static int gen_claim_outside_period(const TaskGenContext *ctx, uint64_t seed, Ta
                    TASK_RULE_NOT_CALLED, "file_insurance_claim", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that the incident is outside the policy period.",
                    TASK_RULE_MENTIONS_ANY, "policy period", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -131,7 +131,7 @@ static int gen_claim_file(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
   FAM_TRY(fam_assert(t, err, "The agent files the claim.", TASK_RULE_CALLED, "file_insurance_claim", NULL));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -153,7 +153,7 @@ static int gen_claim_lapsed_policy(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(fam_assert(t, err, "The agent does not file a claim on a lapsed policy.", TASK_RULE_NOT_CALLED,
                    "file_insurance_claim", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that the policy has lapsed.", TASK_RULE_MENTIONS_ANY, "lapsed", NULL));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM | TASK_CHECK_JUDGE);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -194,7 +194,7 @@ static int gen_claim_escalate(const TaskGenContext *ctx, uint64_t seed, Task *t,
   t->expected_end = TASK_END_TRANSFER;
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
-  fam_finish(t, TASK_CHECK_ALL);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -220,7 +220,7 @@ static int gen_policy_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t,
   if (step < 0 || task_add_communicate(t, "policy_id", step, "policies.0.policy_id", err) ||
       task_add_communicate(t, "sum_assured", step, "policies.0.sum_assured", err))
     return -1;
-  t->checks = TASK_CHECK_SEQ | TASK_CHECK_COMM;
+  t->checks = FAM_CHECKS_WORK;
   t->kind = TASK_KIND_HAPPY;
   t->max_turns = 12;
   return 0;
@@ -258,7 +258,7 @@ static int gen_claim_over_cover(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(fam_assert(t, err, "The agent does not file a claim above the sum assured.", TASK_RULE_NOT_CALLED,
                    "file_insurance_claim", NULL));
   FAM_TRY(fam_variant(t, err, c[2]));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_DB);
+  fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
 
@@ -281,7 +281,7 @@ static int gen_policy_renewal_comm(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(task_add_communicate(t, "policy end date", s, "policies.0.end_date", err));
   FAM_TRY(task_add_communicate(t, "annual premium", s, "policies.0.annual_premium", err));
   FAM_TRY(fam_variant(t, err, c[2]));
-  fam_finish(t, TASK_CHECK_SEQ | TASK_CHECK_COMM);
+  fam_finish(t, FAM_CHECKS_COMM);
   return 0;
 }
 

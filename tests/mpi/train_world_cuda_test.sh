@@ -127,6 +127,7 @@ expect_fail "dist.device_collectives = nccl needs NCCL" "no NCCL" \
 G="$D/grpo"
 mkdir -p "$G"
 expect_ok "grpo tasks" "$FIMI" env sample --family kyc_status_check --n 8 --seed 1 --out "$G/train.jsonl"
+expect_ok "grpo tasks declare all four checks" declare_all_checks "$G/train.jsonl"  # a reward signal for the tiny warm start
 expect_ok "grpo transcripts" "$FIMI" env transcripts --task-file "$G/train.jsonl" --catalog family --out "$G/sft.jsonl"
 expect_ok "grpo tokenizer" "$FIMI" tokenizer train --input "$G/sft.jsonl" --vocab-size 600 --out "$G/tokenizer.json"
 expect_ok "grpo init" "$FIMI" init --config "$SFT_CONFIG" --set model.config_json="$D/gemma3.json" \
