@@ -25,20 +25,41 @@ typedef struct WorldImage {
   BankPool *pool;
 } WorldImage;
 
-// Gold digests by task (hash of the task's JSON line): GRPO-style training
-// plays each task many times, and the gold state never changes.
+// The gold chain's replay of one task: its tool results (the values to
+// communicate and confirm), its successful writes and customer (the db
+// check's fast path) and, once an episode needed it, the gold state's
+// digest. Training and evaluation play each task many times (GRPO's group,
+// eval trials) and a task's gold outcome on its image never changes, so the
+// world keeps replays by task (hash of the task's JSON line, which names the
+// image seed) and episodes share them, counted by `refs`.
 #define ENV_GOLD_CACHE 1024
-typedef struct GoldDigest {
+typedef struct GoldReplay {
+  int refs;
   uint64_t key;
+  cJSON *results;
+  BankCall *writes;
+  int num_writes;
+  char customer[BANK_ID_MAX];
+  int has_digest;
   uint64_t digest;
-  int valid;
-} GoldDigest;
+} GoldReplay;
+
+static void gold_replay_release(GoldReplay *g) {
+  if (!g || --g->refs > 0) return;
+  cJSON_Delete(g->results);
+  for (int i = 0; i < g->num_writes; i++) {
+    free(g->writes[i].name);
+    free(g->writes[i].arguments);
+  }
+  free(g->writes);
+  free(g);
+}
 
 struct EnvWorld {
   const KnowledgeBase *kb;
   WorldImage images[ENV_WORLD_MAX_IMAGES];
   int num_images;
-  GoldDigest gold[ENV_GOLD_CACHE];
+  GoldReplay *gold[ENV_GOLD_CACHE];  // slot key % ENV_GOLD_CACHE; a newer task replaces an older one
 };
 
 int env_world_create(EnvWorld **out, FimiError *err) {
@@ -55,6 +76,7 @@ int env_world_create(EnvWorld **out, FimiError *err) {
 
 void env_world_free(EnvWorld *w) {
   if (!w) return;
+  for (int i = 0; i < ENV_GOLD_CACHE; i++) gold_replay_release(w->gold[i]);
   for (int i = 0; i < w->num_images; i++) {
     bank_pool_free(w->images[i].pool);
     bank_image_free(&w->images[i].image);
@@ -149,12 +171,7 @@ int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err);
 struct EnvEpisode {
   const Task *task;
   BankEpisode *bank;
-  cJSON *gold_results;
-  // The gold chain's successful writes (name + arguments as logged) and
-  // authenticated customer: the fast path of the db check (env_score).
-  BankCall *gold_writes;
-  int num_gold_writes;
-  char gold_customer[BANK_ID_MAX];
+  GoldReplay *gold;       // shared with the world's cache
   char **values;          // resolved task->communicate
   char **confirm_values;  // resolved task->confirms ("" when none)
   UserSim sim;
@@ -211,12 +228,7 @@ static void free_list(char **list, int n) {
 void env_close(EnvEpisode *ep) {
   if (!ep) return;
   if (ep->bank) bank_pool_release(ep->bank);
-  cJSON_Delete(ep->gold_results);
-  for (int i = 0; i < ep->num_gold_writes; i++) {
-    free(ep->gold_writes[i].name);
-    free(ep->gold_writes[i].arguments);
-  }
-  free(ep->gold_writes);
+  gold_replay_release(ep->gold);
   free_list(ep->values, ep->task->num_communicate);
   free_list(ep->confirm_values, ep->task->num_confirms);
   for (int i = 0; i < ep->num_turns; i++) free(ep->turns[i].text);
@@ -233,40 +245,95 @@ static char *copy_text(const char *s) {
   return copy;
 }
 
-static int copy_gold_writes(EnvEpisode *ep, const BankEpisode *gold, FimiError *err) {
-  ep->gold_writes = calloc((size_t)gold->num_calls + 1, sizeof *ep->gold_writes);
-  if (!ep->gold_writes) return fimi_fail(err, "env: out of memory");
+static int copy_gold_writes(GoldReplay *g, const BankEpisode *gold, FimiError *err) {
+  g->writes = calloc((size_t)gold->num_calls + 1, sizeof *g->writes);
+  if (!g->writes) return fimi_fail(err, "env: out of memory");
   for (int i = 0; i < gold->num_calls; i++) {
     const BankCall *c = &gold->calls[i];
     if (!c->ok || !env_tool_writes(env_tool_index(c->name))) continue;
-    BankCall *w = &ep->gold_writes[ep->num_gold_writes++];
+    BankCall *w = &g->writes[g->num_writes++];
     w->ok = 1;
     w->name = copy_text(c->name);
     w->arguments = copy_text(c->arguments);
     if (!w->name || !w->arguments) return fimi_fail(err, "env: out of memory");
   }
-  snprintf(ep->gold_customer, sizeof ep->gold_customer, "%s", gold->customer_id);
+  snprintf(g->customer, sizeof g->customer, "%s", gold->customer_id);
   return 0;
 }
 
-// Gold replay on its own copy: results for the values, the writes and the
-// customer for the db check. With `digest` non-NULL, also the state digest.
-static int replay_gold(EnvEpisode *ep, BankPool *pool, uint64_t *digest, FimiError *err) {
+static uint64_t mix64(uint64_t x);
+static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n);
+
+// Replays the gold chain on its own pooled copy into g: the results, the
+// writes and the customer, and the state digest as well when `digest`.
+static int replay_gold(const Task *task, BankPool *pool, GoldReplay *g, int digest, FimiError *err) {
   BankEpisode *gold = NULL;
   if (bank_pool_acquire(pool, &gold, err) != 0) return -1;
   cJSON *results = cJSON_CreateArray();
   int rc = results ? 0 : fimi_fail(err, "env: out of memory");
-  if (rc == 0) rc = env_apply_initial(gold, ep->task, err);
-  if (rc == 0) rc = env_run_gold(gold, ep->task, ep->task->num_gold, results, err);
-  if (rc == 0 && digest) rc = env_state_digest(gold, digest, err);
-  if (rc == 0 && !ep->gold_results) {
-    rc = copy_gold_writes(ep, gold, err);
-    ep->gold_results = results;
+  if (rc == 0) rc = env_apply_initial(gold, task, err);
+  if (rc == 0) rc = env_run_gold(gold, task, task->num_gold, results, err);
+  if (rc == 0 && digest) rc = env_state_digest(gold, &g->digest, err);
+  if (rc == 0 && digest) g->has_digest = 1;
+  if (rc == 0 && !g->results) {
+    rc = copy_gold_writes(g, gold, err);
+    g->results = results;
     results = NULL;
   }
   cJSON_Delete(results);
   bank_pool_release(gold);
   return rc;
+}
+
+static uint64_t fnv_text(uint64_t h, const char *s) { return fnv_bytes(h, s ? s : "", s ? strlen(s) + 1 : 1); }
+
+// A JSON value's hash: types, keys, strings and numbers, depth first.
+static uint64_t fnv_json(uint64_t h, const cJSON *j) {
+  for (; j; j = j->next) {
+    h = fnv_bytes(fnv_text(h, j->string), &j->type, sizeof j->type);
+    if (cJSON_IsString(j)) h = fnv_text(h, j->valuestring);
+    if (cJSON_IsNumber(j)) h = fnv_bytes(h, &j->valuedouble, sizeof j->valuedouble);
+    h = fnv_bytes(fnv_json(h, j->child), "}", 1);
+  }
+  return h;
+}
+
+// What the gold chain's outcome depends on: the image, the initial state and
+// the gold calls (hashing these directly costs a tenth of printing the task).
+static uint64_t gold_key(const Task *t) {
+  uint64_t h = fnv_bytes(1469598103934665603ULL, &t->image_seed, sizeof t->image_seed);
+  h = fnv_text(fnv_text(h, t->today), t->authenticated);
+  h = fnv_bytes(h, &t->confirm_mode, sizeof t->confirm_mode);
+  for (int i = 0; i < t->num_fixture; i++) h = fnv_text(h, t->fixture[i]);
+  h = fnv_bytes(h, &t->num_fixture, sizeof t->num_fixture);
+  for (int i = 0; i < t->num_gold; i++) {
+    h = fnv_json(fnv_text(h, t->gold[i].name), t->gold[i].arguments);
+    h = fnv_bytes(h, &t->gold[i].confirm, sizeof t->gold[i].confirm);
+  }
+  return mix64(fnv_bytes(h, &t->num_gold, sizeof t->num_gold));
+}
+
+// The task's gold replay, from the world's cache or replayed now (and
+// cached); the caller holds a reference.
+static GoldReplay *gold_replay_get(EnvWorld *world, const Task *task, BankPool *pool, FimiError *err) {
+  uint64_t key = gold_key(task);
+  GoldReplay **slot = &world->gold[key % ENV_GOLD_CACHE];
+  if (*slot && (*slot)->key == key) {
+    (*slot)->refs++;
+    return *slot;
+  }
+  GoldReplay *g = fimi_calloc(1, sizeof *g, err);
+  if (!g) return NULL;
+  g->refs = 1;
+  g->key = key;
+  if (replay_gold(task, pool, g, 0, err) != 0) {
+    gold_replay_release(g);
+    return NULL;
+  }
+  gold_replay_release(*slot);
+  *slot = g;
+  g->refs++;
+  return g;
 }
 
 static int resolve_values(EnvEpisode *ep, FimiError *err) {
@@ -275,10 +342,10 @@ static int resolve_values(EnvEpisode *ep, FimiError *err) {
   ep->confirm_values = calloc((size_t)t->num_confirms + 1, sizeof(char *));
   if (!ep->values || !ep->confirm_values) return fimi_fail(err, "env: out of memory");
   for (int i = 0; i < t->num_communicate; i++)
-    if (!(ep->values[i] = env_resolve_value(ep->gold_results, &t->communicate[i], err)))
+    if (!(ep->values[i] = env_resolve_value(ep->gold->results, &t->communicate[i], err)))
       return fimi_fail_wrap(err, "task %s: communicate[%d]", t->id, i);
   for (int i = 0; i < t->num_confirms; i++) {
-    ep->confirm_values[i] = t->confirms[i].step >= 0 ? env_resolve_value(ep->gold_results, &t->confirms[i], err)
+    ep->confirm_values[i] = t->confirms[i].step >= 0 ? env_resolve_value(ep->gold->results, &t->confirms[i], err)
                                                      : calloc(1, 1);
     if (!ep->confirm_values[i]) return fimi_fail_wrap(err, "task %s: confirms[%d]", t->id, i);
   }
@@ -296,7 +363,7 @@ int env_open(EnvWorld *world, const Task *task, uint64_t seed, EnvEpisode **out,
   ep->task = task;
   ep->pool = pool;
   ep->world = world;
-  if (replay_gold(ep, pool, NULL, err) != 0 || resolve_values(ep, err) != 0 ||
+  if (!(ep->gold = gold_replay_get(world, task, pool, err)) || resolve_values(ep, err) != 0 ||
       bank_pool_acquire(pool, &ep->bank, err) != 0 || env_apply_initial(ep->bank, task, err) != 0) {
     env_close(ep);
     return -1;
@@ -731,20 +798,12 @@ int env_state_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
   return rc == 1 ? env_state_digest_full(bank, digest, err) : rc;
 }
 
-// The gold state's digest: from the world's cache when this task was
-// scored before, else by replaying the gold chain on a fresh copy.
+// The gold state's digest: kept with the task's gold replay once computed,
+// else by replaying the gold chain again on a fresh copy.
 static int gold_digest(EnvEpisode *ep, uint64_t *digest, FimiError *err) {
-  char *line = task_to_json_line(ep->task, err);
-  if (!line) return -1;
-  uint64_t key = mix64(fnv_bytes(1469598103934665603ULL, line, strlen(line)));
-  free(line);
-  GoldDigest *slot = &ep->world->gold[key % ENV_GOLD_CACHE];
-  if (slot->valid && slot->key == key) {
-    *digest = slot->digest;
-    return 0;
-  }
-  if (replay_gold(ep, ep->pool, digest, err) != 0) return -1;
-  *slot = (GoldDigest){key, *digest, 1};
+  GoldReplay *g = ep->gold;
+  if (!g->has_digest && replay_gold(ep->task, ep->pool, g, 1, err) != 0) return -1;
+  *digest = g->digest;
   return 0;
 }
 
@@ -758,15 +817,16 @@ static int gold_digest(EnvEpisode *ep, uint64_t *digest, FimiError *err) {
 int env_episode_db_equal(EnvEpisode *ep, int allow_fast_path, int *equal, FimiError *err) {
   const BankEpisode *b = ep->bank;
   if (allow_fast_path) {
-    int k = 0, same = strcmp(b->customer_id, ep->gold_customer) == 0 || ep->num_gold_writes == 0;
+    const GoldReplay *g = ep->gold;
+    int k = 0, same = strcmp(b->customer_id, g->customer) == 0 || g->num_writes == 0;
     for (int i = 0; i < b->num_calls && same; i++) {
       const BankCall *c = &b->calls[i];
       if (!c->ok || !env_tool_writes(env_tool_index(c->name))) continue;
-      same = k < ep->num_gold_writes && strcmp(c->name, ep->gold_writes[k].name) == 0 &&
-             strcmp(c->arguments, ep->gold_writes[k].arguments) == 0;
+      same = k < g->num_writes && strcmp(c->name, g->writes[k].name) == 0 &&
+             strcmp(c->arguments, g->writes[k].arguments) == 0;
       k++;
     }
-    if (same && k == ep->num_gold_writes) {
+    if (same && k == g->num_writes) {
       *equal = 1;
       return 0;
     }
@@ -801,7 +861,7 @@ int env_episode_num_turns(const EnvEpisode *ep) { return ep->num_turns; }
 const EnvTurn *env_episode_turn(const EnvEpisode *ep, int i) {
   return i >= 0 && i < ep->num_turns ? &ep->turns[i] : NULL;
 }
-const cJSON *env_episode_gold_results(const EnvEpisode *ep) { return ep->gold_results; }
+const cJSON *env_episode_gold_results(const EnvEpisode *ep) { return ep->gold->results; }
 int env_episode_num_values(const EnvEpisode *ep) { return ep->task->num_communicate; }
 const char *env_episode_value(const EnvEpisode *ep, int i) {
   return i >= 0 && i < ep->task->num_communicate ? ep->values[i] : NULL;
