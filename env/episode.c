@@ -32,7 +32,7 @@ typedef struct WorldImage {
 // eval trials) and a task's gold outcome on its image never changes, so the
 // world keeps replays by task (hash of the task's JSON line, which names the
 // image seed) and episodes share them, counted by `refs`.
-#define ENV_GOLD_CACHE 1024
+#define ENV_GOLD_CACHE 4096
 typedef struct GoldReplay {
   int refs;
   uint64_t key;
