@@ -30,8 +30,8 @@ typedef struct WorldImage {
 // check's fast path) and, once an episode needed it, the gold state's
 // digest. Training and evaluation play each task many times (GRPO's group,
 // eval trials) and a task's gold outcome on its image never changes, so the
-// world keeps replays by task (hash of the task's JSON line, which names the
-// image seed) and episodes share them, counted by `refs`.
+// world keeps replays by task (gold_key: a hash of what the replay depends
+// on) and episodes share them, counted by `refs`.
 #define ENV_GOLD_CACHE 4096
 typedef struct GoldReplay {
   int refs;
@@ -370,11 +370,21 @@ int env_open(EnvWorld *world, const Task *task, uint64_t seed, EnvEpisode **out,
   }
   const char *opening = NULL;
   user_sim_open(&ep->sim, task, seed, &opening);
-  if (push_turn(ep, ENV_TURN_CUSTOMER, opening, strlen(opening), err) != 0) {
+  // A task that starts logged in (the app channel) tells the agent so in
+  // the first message: the session, then what the customer wrote.
+  char *session = NULL;
+  if (task->authenticated && task_set(&session, err, "%s%s] %s", ENV_APP_SESSION, task->authenticated, opening) != 0) {
     env_close(ep);
     return -1;
   }
-  *first_message = opening;
+  const char *first = session ? session : opening;
+  if (push_turn(ep, ENV_TURN_CUSTOMER, first, strlen(first), err) != 0) {
+    free(session);
+    env_close(ep);
+    return -1;
+  }
+  free(session);
+  *first_message = ep->turns[ep->num_turns - 1].text;
   *out = ep;
   return 0;
 }

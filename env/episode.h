@@ -57,7 +57,10 @@ typedef struct EnvTurn {
 // Opens an episode of `task` (which must outlive the episode) on a
 // private copy of the task's image. `seed` varies the simulator's phrasing
 // only. *first_message: the customer's opening line (owned by the episode,
-// valid until the next call).
+// valid until the next call); a task that starts logged in
+// (initial.authenticated: the app channel) prefixes it with
+// ENV_APP_SESSION, the customer id and "] ".
+#define ENV_APP_SESSION "[Navadhan app: logged in as "
 int env_open(EnvWorld *world, const Task *task, uint64_t seed, EnvEpisode **out, const char **first_message,
              FimiError *err);
 // The syntax the agent's turns are parsed in and tool turns rendered in

@@ -715,6 +715,33 @@ static void test_gold_cache(const TaskGenContext *ctx, EnvWorld *world) {
   task_free(&a);
 }
 
+// The app channel: a task that starts logged in says so in the first
+// message (ENV_APP_SESSION, the customer id), and needs no verification.
+static void test_app_channel(const TaskGenContext *ctx, EnvWorld *world) {
+  FimiError err = {0};
+  Task t;
+  int found = 0;
+  for (uint64_t seed = 1; seed < 40 && !found; seed++) {
+    if (make_task(ctx, "rtgs_transfer", seed, &t) != 0) return;
+    found = t.authenticated != NULL;
+    if (!found) task_free(&t);
+  }
+  CHECK(found, "no app-channel rtgs_transfer task in 39 seeds");
+  if (!found) return;
+  EnvEpisode *ep = NULL;
+  const char *first = NULL;
+  char want[128];
+  snprintf(want, sizeof want, "%s%s] ", ENV_APP_SESSION, t.authenticated);
+  CHECK(env_open(world, &t, 1, &ep, &first, &err) == 0 && strncmp(first, want, strlen(want)) == 0 &&
+            strcmp(env_episode_turn(ep, 0)->text, first) == 0,
+        "first message: %s", first ? first : err.message);
+  EnvObservation obs;
+  step(ep, "<tool_call>{\"name\":\"list_beneficiaries\",\"arguments\":{}}</tool_call>", &obs);
+  CHECK(obs.kind == ENV_OBS_TOOL && !strstr(obs.text, "\"error\""), "a read without verification: %s", obs.text);
+  env_close(ep);
+  task_free(&t);
+}
+
 int main(void) {
   FimiError err = {0};
   TaskGenContext ctx;
@@ -730,6 +757,7 @@ int main(void) {
   test_budget_and_errors(&ctx, world);
   test_perturbations(&ctx, world);
   test_gold_cache(&ctx, world);
+  test_app_channel(&ctx, world);
   test_garbage_turns(&ctx, world);
   test_gemma4_syntax(&ctx, world);
   test_agents(&ctx, world);

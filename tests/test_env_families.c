@@ -15,7 +15,8 @@
 // (the only ones that do; the judge only where words are the point, every
 // other task seq+db);
 // named variants are unique and, for the families that record them, every
-// task names one of its family's variants and every variant occurs.
+// task names one of its family's variants and every variant occurs; a
+// channel family's app tasks start logged in without the verify step.
 //
 // FIMI_FAMILIES_SEEDS (default 100) sets the seeds per family;
 // FIMI_FAMILIES_ONLY restricts the run to one family (for debugging).
@@ -164,6 +165,12 @@ static void check_family(const TaskGenContext *ctx, EnvWorld *world, const TaskF
     check_relevant(&task);
     if (task.kind == TASK_KIND_EDGE) check_edge(&task);
     check_declared(f, &task);
+    if (f->flags & TASK_FAMILY_CHANNELS) {  // the app channel: logged in, no verify step
+      int app = task.variant && strncmp(task.variant, TASK_APP_PREFIX, strlen(TASK_APP_PREFIX)) == 0;
+      int verifies = task.num_gold > 0 && strcmp(task.gold[0].name, "verify_customer") == 0;
+      CHECK(app == (task.authenticated != NULL) && app == !verifies, "%s: channel %s, authenticated %s, verify %d",
+            task.id, app ? "app" : "call", task.authenticated ? task.authenticated : "-", verifies);
+    }
     if (f->flags & TASK_FAMILY_COMMUNICATION)
       CHECK((task.checks & TASK_CHECK_COMM) && task.num_communicate > 0,
             "%s: a communication task must declare comm and name a value", task.id);

@@ -923,10 +923,14 @@ static int gen_all_balances_comm(const TaskGenContext *ctx, uint64_t seed, Task 
 static int gen_statement_too_long(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "statement_too_long", seed);
-  char c[3][TASK_GEN_COL_MAX], from[1][TASK_GEN_COL_MAX], sql[128], variant[160];
-  FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT customer_id, account_id, account_type FROM accounts WHERE status = 'active' ORDER BY account_id",
-                 3, c, err));
+  char c[3][TASK_GEN_COL_MAX], from[1][TASK_GEN_COL_MAX], sql[160], variant[160];
+  // The account type first, half each: current accounts are few, and every
+  // variant (type x delivery x channel) must occur.
+  snprintf(sql, sizeof sql,
+           "SELECT customer_id, account_id, account_type FROM accounts WHERE status = 'active' AND account_type = '%s' "
+           "ORDER BY account_id",
+           task_gen_range(&rng, 0, 1) ? "current" : "savings");
+  FAM_TRY(fam_pick(ctx, &rng, sql, 3, c, err));
   int years = (int)task_gen_range(&rng, 2, 4);
   snprintf(sql, sizeof sql, "SELECT date((SELECT today FROM clock), '-%d years')", years);
   FAM_TRY(task_gen_first(ctx, sql, NULL, 1, from, err));
@@ -949,27 +953,27 @@ static int gen_statement_too_long(const TaskGenContext *ctx, uint64_t seed, Task
 
 #define DEEP_FAMILY(var, name, kind, flags, variants, summary) \
   FAMILY(var, name, kind, TASK_SLICE_DEEP, flags, variants, summary)
-DEEP_FAMILY(fam_rtgs_transfer, rtgs_transfer, TASK_KIND_SEQ, 0, "savings,current",
+DEEP_FAMILY(fam_rtgs_transfer, rtgs_transfer, TASK_KIND_SEQ, TASK_FAMILY_CHANNELS, "savings,current",
             "5 steps: payees, limits, RTGS from Rs 2 lakh, balance")
-DEEP_FAMILY(fam_rtgs_below_minimum, rtgs_below_minimum, TASK_KIND_EDGE, 0, "rtgs",
+DEEP_FAMILY(fam_rtgs_below_minimum, rtgs_below_minimum, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "rtgs",
             "RTGS below Rs 2 lakh: limits read, refuse")
-DEEP_FAMILY(fam_netbanking_daily_cap, netbanking_daily_cap, TASK_KIND_EDGE, 0, "neft,rtgs",
+DEEP_FAMILY(fam_netbanking_daily_cap, netbanking_daily_cap, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "neft,rtgs",
             "transfer above Rs 10 lakh a day: accounts, payees, limits, refuse")
-DEEP_FAMILY(fam_cooling_payee_cap, cooling_payee_cap, TASK_KIND_EDGE, 0, "neft,imps",
+DEEP_FAMILY(fam_cooling_payee_cap, cooling_payee_cap, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "neft,imps",
             "add a payee, refuse a transfer above the cooling cap")
-DEEP_FAMILY(fam_contact_details_comm, contact_details_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION,
+DEEP_FAMILY(fam_contact_details_comm, contact_details_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION | TASK_FAMILY_CHANNELS,
             "email,address,mobile", "profile read; the e-mail, address or masked mobile on file said")
-DEEP_FAMILY(fam_mobile_update, mobile_update, TASK_KIND_HAPPY, 0, "mobile,mobile_email",
+DEEP_FAMILY(fam_mobile_update, mobile_update, TASK_KIND_HAPPY, TASK_FAMILY_CHANNELS, "mobile,mobile_email",
             "profile, then the new mobile (and e-mail)")
-DEEP_FAMILY(fam_dispute_other_reason, dispute_other_reason, TASK_KIND_TOOLS, 0, "double_debit,wrong_amount,not_received",
+DEEP_FAMILY(fam_dispute_other_reason, dispute_other_reason, TASK_KIND_TOOLS, TASK_FAMILY_CHANNELS, "double_debit,wrong_amount,not_received",
             "statement, dispute (not fraud), dispute status")
-DEEP_FAMILY(fam_own_transfer_graded, own_transfer_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED,
+DEEP_FAMILY(fam_own_transfer_graded, own_transfer_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED | TASK_FAMILY_CHANNELS,
             "easy_savings,easy_current,medium_savings,medium_current,hard_savings,hard_current",
             "graded: own-account transfer in 2, 4 or 6 steps")
-DEEP_FAMILY(fam_rekyc_graded, rekyc_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED, "easy,medium,hard",
+DEEP_FAMILY(fam_rekyc_graded, rekyc_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED | TASK_FAMILY_CHANNELS, "easy,medium,hard",
             "graded: KYC status; re-KYC; profile, re-KYC and new address")
-DEEP_FAMILY(fam_all_balances_comm, all_balances_comm, TASK_KIND_HAPPY, TASK_FAMILY_COMMUNICATION, "savings,current",
+DEEP_FAMILY(fam_all_balances_comm, all_balances_comm, TASK_KIND_HAPPY, TASK_FAMILY_COMMUNICATION | TASK_FAMILY_CHANNELS, "savings,current",
             "both accounts' balances said")
-DEEP_FAMILY(fam_statement_too_long, statement_too_long, TASK_KIND_EDGE, 0,
+DEEP_FAMILY(fam_statement_too_long, statement_too_long, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS,
             "email_savings,email_current,branch_savings,branch_current",
             "statement over more than a year: refuse")

@@ -828,31 +828,31 @@ static int gen_transfer_limits_comm(const TaskGenContext *ctx, uint64_t seed, Ta
 // slice: TASK_SLICE_DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
 #define DEEP_FAMILY(var, name, kind, flags, variants, summary) \
   FAMILY(var, name, kind, TASK_SLICE_DEEP, flags, variants, summary)
-DEEP_FAMILY(fam_card_unblock, card_unblock, TASK_KIND_TOOLS, 0, "debit,credit", "temporarily blocked card unblocked")
-DEEP_FAMILY(fam_hotlisted_unblock, hotlisted_unblock, TASK_KIND_EDGE, 0, "debit,credit",
+DEEP_FAMILY(fam_card_unblock, card_unblock, TASK_KIND_TOOLS, TASK_FAMILY_CHANNELS, "debit,credit", "temporarily blocked card unblocked")
+DEEP_FAMILY(fam_hotlisted_unblock, hotlisted_unblock, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "debit,credit",
             "unblock of a hotlisted card: cards read, refuse")
-DEEP_FAMILY(fam_card_limit_over_cap, card_limit_over_cap, TASK_KIND_EDGE, 0, "atm,pos,online",
+DEEP_FAMILY(fam_card_limit_over_cap, card_limit_over_cap, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "atm,pos,online",
             "debit card limit above its cap: cards read, refuse")
-DEEP_FAMILY(fam_card_channels_off, card_channels_off, TASK_KIND_HAPPY, 0,
+DEEP_FAMILY(fam_card_channels_off, card_channels_off, TASK_KIND_HAPPY, TASK_FAMILY_CHANNELS,
             "online_debit,online_credit,international_debit,international_credit,atm_debit,atm_credit",
             "two card channels switched off")
-DEEP_FAMILY(fam_card_expiry_comm, card_expiry_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION, "debit,credit",
+DEEP_FAMILY(fam_card_expiry_comm, card_expiry_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION | TASK_FAMILY_CHANNELS, "debit,credit",
             "card expiry and network said")
-DEEP_FAMILY(fam_cheque_stop_cleared, cheque_stop_cleared, TASK_KIND_EDGE, 0, "savings",
+DEEP_FAMILY(fam_cheque_stop_cleared, cheque_stop_cleared, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "savings",
             "stop payment of a cleared cheque: status read, refuse")
-DEEP_FAMILY(fam_positive_pay_below_min, positive_pay_below_min, TASK_KIND_EDGE, 0, "savings",
+DEEP_FAMILY(fam_positive_pay_below_min, positive_pay_below_min, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "savings",
             "positive pay below Rs 50,000: cheque read, refuse")
-DEEP_FAMILY(fam_card_lost_replace, card_lost_replace, TASK_KIND_SEQ, 0, "lost,stolen",
+DEEP_FAMILY(fam_card_lost_replace, card_lost_replace, TASK_KIND_SEQ, TASK_FAMILY_CHANNELS, "lost,stolen",
             "5 steps: cards, block, reissue, cards")
-DEEP_FAMILY(fam_fraud_full_recovery, fraud_full_recovery, TASK_KIND_SEQ, 0, "debit,credit",
+DEEP_FAMILY(fam_fraud_full_recovery, fraud_full_recovery, TASK_KIND_SEQ, TASK_FAMILY_CHANNELS, "debit,credit",
             "8 steps: cards, block, statement, dispute, status, reissue, cards")
-DEEP_FAMILY(fam_mandate_graded, mandate_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED,
+DEEP_FAMILY(fam_mandate_graded, mandate_graded, TASK_KIND_SEQ, TASK_FAMILY_GRADED | TASK_FAMILY_CHANNELS,
             "easy_nach,easy_upi,medium_nach,medium_upi,hard_nach,hard_upi",
             "graded: mandate maximum; revoke; revoke, check and balance")
-DEEP_FAMILY(fam_card_graded, card_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED,
+DEEP_FAMILY(fam_card_graded, card_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED | TASK_FAMILY_CHANNELS,
             "easy_debit,easy_credit,medium_debit,medium_credit,hard_debit,hard_credit",
             "graded: card status; temporary block; lost card replaced")
-DEEP_FAMILY(fam_mandate_already_expired, mandate_already_expired, TASK_KIND_EDGE, 0, "nach,upi",
+DEEP_FAMILY(fam_mandate_already_expired, mandate_already_expired, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "nach,upi",
             "revoke an expired mandate: mandates read, nothing to revoke")
-DEEP_FAMILY(fam_transfer_limits_comm, transfer_limits_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION,
+DEEP_FAMILY(fam_transfer_limits_comm, transfer_limits_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION | TASK_FAMILY_CHANNELS,
             "upi,imps,rtgs,cooling", "one transfer limit said")

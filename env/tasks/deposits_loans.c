@@ -1135,25 +1135,25 @@ static int gen_foreclose_short_funds(const TaskGenContext *ctx, uint64_t seed, T
 
 #define DEEP_FAMILY(var, name, kind, flags, variants, summary) \
   FAMILY(var, name, kind, TASK_SLICE_DEEP, flags, variants, summary)
-DEEP_FAMILY(fam_fd_days_booking, fd_days_booking, TASK_KIND_TOOLS, 0, "savings,current",
+DEEP_FAMILY(fam_fd_days_booking, fd_days_booking, TASK_KIND_TOOLS, TASK_FAMILY_CHANNELS, "savings,current",
             "FD for a tenure in days: quote, book, list")
-DEEP_FAMILY(fam_senior_fd_booking, senior_fd_booking, TASK_KIND_SEQ, 0, "savings,current",
+DEEP_FAMILY(fam_senior_fd_booking, senior_fd_booking, TASK_KIND_SEQ, TASK_FAMILY_CHANNELS, "savings,current",
             "5 steps: profile (age), rates, senior quote, book")
-DEEP_FAMILY(fam_fd_insufficient_funds, fd_insufficient_funds, TASK_KIND_EDGE, 0, "savings,current",
+DEEP_FAMILY(fam_fd_insufficient_funds, fd_insufficient_funds, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "savings,current",
             "FD above the balance: balance read, refuse")
-DEEP_FAMILY(fam_deposit_kyc_expired, deposit_kyc_expired, TASK_KIND_EDGE, 0, "fd_savings,fd_current,rd_savings,rd_current",
+DEEP_FAMILY(fam_deposit_kyc_expired, deposit_kyc_expired, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "fd_savings,fd_current,rd_savings,rd_current",
             "FD or RD with expired KYC: status read, refuse")
-DEEP_FAMILY(fam_home_loan_apply, home_loan_apply, TASK_KIND_SEQ, 0, "10y,15y,20y",
+DEEP_FAMILY(fam_home_loan_apply, home_loan_apply, TASK_KIND_SEQ, TASK_FAMILY_CHANNELS, "10y,15y,20y",
             "5 steps: home loan rates, eligibility, fee confirmed, apply, loans")
 DEEP_FAMILY(fam_gold_loan_graded, gold_loan_graded, TASK_KIND_TOOLS, TASK_FAMILY_GRADED, "easy,medium,hard",
             "graded: gold rate; loan quote; quote, book and balance")
-DEEP_FAMILY(fam_loan_over_income, loan_over_income, TASK_KIND_EDGE, 0, "personal_loan",
+DEEP_FAMILY(fam_loan_over_income, loan_over_income, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "personal_loan",
             "EMI above half the income: eligibility read, refuse")
-DEEP_FAMILY(fam_prepay_too_early, prepay_too_early, TASK_KIND_EDGE, 0, "personal_loan",
+DEEP_FAMILY(fam_prepay_too_early, prepay_too_early, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "personal_loan",
             "personal loan prepay before 6 EMIs: loans, details, refuse")
-DEEP_FAMILY(fam_rd_fd_planner, rd_fd_planner, TASK_KIND_SEQ, 0, "savings,current",
+DEEP_FAMILY(fam_rd_fd_planner, rd_fd_planner, TASK_KIND_SEQ, TASK_FAMILY_CHANNELS, "savings,current",
             "8 steps: balance, RD rates, RD quote and booking, FD quote and booking, list")
 DEEP_FAMILY(fam_fd_rate_comm, fd_rate_comm, TASK_KIND_TOOLS, TASK_FAMILY_COMMUNICATION, "general,senior",
             "FD rate and maturity date said (no login)")
-DEEP_FAMILY(fam_foreclose_short_funds, foreclose_short_funds, TASK_KIND_EDGE, 0, "home_loan",
+DEEP_FAMILY(fam_foreclose_short_funds, foreclose_short_funds, TASK_KIND_EDGE, TASK_FAMILY_CHANNELS, "home_loan",
             "foreclosure the account cannot pay: loans, quote, balance, refuse")

@@ -41,6 +41,13 @@ typedef enum { TASK_SLICE_SHALLOW = 0, TASK_SLICE_DEEP, TASK_SLICE_COUNT } TaskS
 // in the training sample (task_family_in_training_sample).
 #define TASK_FAMILY_GRADED 1         // one request stepped from an easy version to harder ones
 #define TASK_FAMILY_COMMUNICATION 2  // checks that a specific tool value reaches the customer in words
+// Channel variants: a task comes from a call (the agent verifies the customer
+// first, as the family wrote it) or, chosen by the seed, from the customer's
+// logged-in mobile app (initial.authenticated, no verify_customer step; the
+// variant's prefix gains "app_"). For families whose gold chain starts with
+// verify_customer and whose values and assertions do not name that step.
+#define TASK_FAMILY_CHANNELS 4
+#define TASK_APP_PREFIX "app_"
 
 typedef struct TaskFamily {
   const char *name;  // [a-z0-9_]+, unique across the registry
@@ -51,11 +58,12 @@ typedef struct TaskFamily {
   // use_case preset; the generator may leave them). Returns 0 or -1.
   int (*generate)(const TaskGenContext *ctx, uint64_t seed, Task *out, FimiError *err);
   TaskSlice slice;  // which round: the shallow or the deep slice
-  int flags;        // TASK_FAMILY_GRADED | TASK_FAMILY_COMMUNICATION
+  int flags;        // TASK_FAMILY_GRADED | TASK_FAMILY_COMMUNICATION | TASK_FAMILY_CHANNELS
   // The family's named variants: its product and channel prefixes,
   // comma-separated ("savings,current"); variant i is named "<prefix>/<name>"
-  // (task_family_variant). Families registered after the first 62 record
-  // the one a task instantiates in Task.variant.
+  // (task_family_variant), and with TASK_FAMILY_CHANNELS each has an
+  // "app_<prefix>/<name>" twin. Families registered after the first 62
+  // record the one a task instantiates in Task.variant.
   const char *variants;
 } TaskFamily;
 

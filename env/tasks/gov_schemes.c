@@ -335,5 +335,5 @@ static int gen_scheme_graded(const TaskGenContext *ctx, uint64_t seed, Task *t, 
 }
 
 // slice: TASK_SLICE_DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
-FAMILY(fam_scheme_graded, scheme_graded, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_GRADED, "easy,medium,hard",
+FAMILY(fam_scheme_graded, scheme_graded, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_GRADED | TASK_FAMILY_CHANNELS, "easy,medium,hard",
        "graded: PMSBY eligibility; PMSBY enrolment; KYC and both PMSBY and PMJJBY")

@@ -286,7 +286,7 @@ static int gen_policy_renewal_comm(const TaskGenContext *ctx, uint64_t seed, Tas
 }
 
 // slice: TASK_SLICE_DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
-FAMILY(fam_claim_over_cover, claim_over_cover, TASK_KIND_EDGE, TASK_SLICE_DEEP, 0, "health,life,motor,home",
+FAMILY(fam_claim_over_cover, claim_over_cover, TASK_KIND_EDGE, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "health,life,motor,home",
        "claim above the sum assured: policies read, refuse")
-FAMILY(fam_policy_renewal_comm, policy_renewal_comm, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_COMMUNICATION,
+FAMILY(fam_policy_renewal_comm, policy_renewal_comm, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_COMMUNICATION | TASK_FAMILY_CHANNELS,
        "health,life,motor,home", "policy end date and annual premium said")

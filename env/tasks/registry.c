@@ -29,22 +29,27 @@ const TaskFamily *task_family_find(const char *name) {
   return NULL;
 }
 
-int task_family_variant_count(const TaskFamily *f) {
+// The family's product prefixes (its `variants` list), without channels.
+static int product_count(const TaskFamily *f) {
   if (!f->variants || !*f->variants) return 0;
   int n = 1;
   for (const char *p = f->variants; *p; p++) n += *p == ',';
   return n;
 }
 
+int task_family_variant_count(const TaskFamily *f) {
+  return product_count(f) * (f->flags & TASK_FAMILY_CHANNELS ? 2 : 1);
+}
+
+// Variants 0..n-1 are the products as the family lists them (the call
+// channel); with TASK_FAMILY_CHANNELS, n..2n-1 are their app-channel twins.
 int task_family_variant(const TaskFamily *f, int index, char *out, size_t size) {
+  int products = product_count(f);
+  if (index < 0 || index >= task_family_variant_count(f)) return -1;
   const char *p = f->variants;
-  for (int i = 0; p && i < index; i++) {
-    p = strchr(p, ',');
-    if (p) p++;
-  }
-  if (!p || index < 0 || index >= task_family_variant_count(f)) return -1;
+  for (int i = 0; i < index % products; i++) p = strchr(p, ',') + 1;
   size_t len = strcspn(p, ",");
-  int n = snprintf(out, size, "%.*s/%s", (int)len, p, f->name);
+  int n = snprintf(out, size, "%s%.*s/%s", index >= products ? TASK_APP_PREFIX : "", (int)len, p, f->name);
   return n < 0 || (size_t)n >= size ? -1 : 0;
 }
 
@@ -174,13 +179,56 @@ int task_gen_add_verify(const TaskGenContext *ctx, Task *task, const char *custo
   return task_add_gold_json(task, "verify_customer", args, "customer_id", 0, err);
 }
 
+// Moves a call-channel task to the logged-in app: the customer of the
+// verify_customer step becomes initial.authenticated, the step goes, later
+// steps' indices shift down, and the variant gains the app prefix. The
+// customer keeps their fields (they may still be asked).
+static int move_to_app(Task *t, FimiError *err) {
+  const TaskAction *v = t->num_gold ? &t->gold[0] : NULL;
+  const cJSON *id = v ? cJSON_GetObjectItemCaseSensitive(v->arguments, "customer_id") : NULL;
+  if (!v || strcmp(v->name, "verify_customer") != 0 || !cJSON_IsString(id) || !t->variant)
+    return fimi_fail(err, "app channel: the gold chain must start with verify_customer and the task name a variant");
+  for (int i = 0; i < t->num_communicate + t->num_confirms; i++) {
+    const TaskValueRef *r = i < t->num_communicate ? &t->communicate[i] : &t->confirms[i - t->num_communicate];
+    if (r->step == 0) return fimi_fail(err, "app channel: a value comes from the verify_customer step");
+  }
+  for (int i = 0; i < t->num_assertions; i++)
+    for (int k = 0; k < t->assertions[i].num_args; k++)
+      if (strcmp(t->assertions[i].args[k], "verify_customer") == 0)
+        return fimi_fail(err, "app channel: assertion %d names verify_customer", i);
+  char *variant = NULL;
+  if (task_set(&t->authenticated, err, "%s", id->valuestring) != 0 ||
+      task_set(&variant, err, "%s%s", TASK_APP_PREFIX, t->variant) != 0)
+    return -1;
+  free(t->variant);
+  t->variant = variant;
+  free(t->gold[0].name);
+  cJSON_Delete(t->gold[0].arguments);
+  for (int k = 0; k < t->gold[0].num_relevant; k++) free(t->gold[0].relevant[k]);
+  free(t->gold[0].relevant);
+  memmove(&t->gold[0], &t->gold[1], sizeof *t->gold * (size_t)(t->num_gold - 1));
+  t->num_gold--;
+  for (int i = 0; i < t->num_communicate; i++) t->communicate[i].step--;
+  for (int i = 0; i < t->num_confirms; i++)
+    if (t->confirms[i].step > 0) t->confirms[i].step--;
+  return 0;
+}
+
+// The seed's channel: the app for about half the seeds of a channel family.
+static int app_channel(const TaskFamily *family, uint64_t seed) {
+  if (!(family->flags & TASK_FAMILY_CHANNELS)) return 0;
+  Rng rng;
+  fam_rng(&rng, family->name, seed ^ 0x6368616e6e656cULL);  // "channel": a stream apart from the family's
+  return rng_next_u64(&rng) >> 63;
+}
+
 int task_generate(const TaskGenContext *ctx, const TaskFamily *family, uint64_t seed, Task *out, FimiError *err) {
   task_init(out);
   out->kind = family->kind;
   out->use_case = family->use_case;
   out->image_seed = ctx->image_seed;
   if (task_set(&out->family, err, "%s", family->name) != 0) return -1;
-  if (family->generate(ctx, seed, out, err) != 0) {
+  if (family->generate(ctx, seed, out, err) != 0 || (app_channel(family, seed) && move_to_app(out, err) != 0)) {
     fimi_fail_wrap(err, "family %s, seed %llu", family->name, (unsigned long long)seed);
     task_free(out);
     return -1;
