@@ -261,8 +261,19 @@ static int copy_gold_writes(GoldReplay *g, const BankEpisode *gold, FimiError *e
   return 0;
 }
 
-static uint64_t mix64(uint64_t x);
-static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n);
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
 
 // Replays the gold chain on its own pooled copy into g: the results, the
 // writes and the customer, and the state digest as well when `digest`.
@@ -513,20 +524,6 @@ int env_step(EnvEpisode *ep, const char *turn, size_t len, EnvObservation *obs, 
 }
 
 // ---- state digest ----------------------------------------------------------
-
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
 
 // One row's hash from its typed values (an SQL aggregate, so the values are
 // read inside SQLite's VM without a mutex-locked API call per column): the

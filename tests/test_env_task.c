@@ -255,11 +255,36 @@ static void test_families(void) {
   task_gen_context_free(&ctx);
 }
 
+// task_remove_gold: a step a value comes from stays (error, nothing
+// changed); removing another shifts later steps' value references down.
+static void test_remove_gold(void) {
+  FimiError err = {0};
+  Task t;
+  if (build_task(&t, &err) != 0) {
+    CHECK(0, "build: %s", err.message);
+    return;
+  }
+  CHECK(task_remove_gold(&t, 0, &err) != 0 && strstr(err.message, "gold[0]") && t.num_gold == 2,
+        "step 0 feeds communicate[0]: refused (%s)", err.message);
+  CHECK(task_remove_gold(&t, 2, &err) != 0, "no step 2");
+  free(t.communicate[0].name);
+  free(t.communicate[0].path);
+  t.num_communicate = 0;  // drop the value that pins step 0 (and the comm check it fed)
+  t.checks &= ~TASK_CHECK_COMM;
+  CHECK(task_remove_gold(&t, 0, &err) == 0 && t.num_gold == 1 && strcmp(t.gold[0].name, "get_deposit_loan_rates") == 0,
+        "step 0 removed: %s", err.message);
+  CHECK(t.confirms[0].step == -1 && t.confirms[1].step == 0, "confirm refs shifted: %d %d", t.confirms[0].step,
+        t.confirms[1].step);
+  CHECK(task_validate(&t, &err) == 0, "still valid: %s", err.message);
+  task_free(&t);
+}
+
 int main(void) {
   test_round_trip_builder();
   test_validation_errors();
   test_json_path();
   test_variant();
   test_families();
+  test_remove_gold();
   TEST_MAIN_END();
 }

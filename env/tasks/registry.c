@@ -180,37 +180,24 @@ int task_gen_add_verify(const TaskGenContext *ctx, Task *task, const char *custo
 }
 
 // Moves a call-channel task to the logged-in app: the customer of the
-// verify_customer step becomes initial.authenticated, the step goes, later
-// steps' indices shift down, and the variant gains the app prefix. The
-// customer keeps their fields (they may still be asked).
+// verify_customer step becomes initial.authenticated, the step goes (later
+// steps' value references shift down), and the variant gains the app
+// prefix. The customer keeps their fields (they may still be asked).
 static int move_to_app(Task *t, FimiError *err) {
   const TaskAction *v = t->num_gold ? &t->gold[0] : NULL;
   const cJSON *id = v ? cJSON_GetObjectItemCaseSensitive(v->arguments, "customer_id") : NULL;
   if (!v || strcmp(v->name, "verify_customer") != 0 || !cJSON_IsString(id) || !t->variant)
     return fimi_fail(err, "app channel: the gold chain must start with verify_customer and the task name a variant");
-  for (int i = 0; i < t->num_communicate + t->num_confirms; i++) {
-    const TaskValueRef *r = i < t->num_communicate ? &t->communicate[i] : &t->confirms[i - t->num_communicate];
-    if (r->step == 0) return fimi_fail(err, "app channel: a value comes from the verify_customer step");
-  }
   for (int i = 0; i < t->num_assertions; i++)
     for (int k = 0; k < t->assertions[i].num_args; k++)
       if (strcmp(t->assertions[i].args[k], "verify_customer") == 0)
         return fimi_fail(err, "app channel: assertion %d names verify_customer", i);
   char *variant = NULL;
-  if (task_set(&t->authenticated, err, "%s", id->valuestring) != 0 ||
+  if (task_set(&t->authenticated, err, "%s", id->valuestring) != 0 || task_remove_gold(t, 0, err) != 0 ||
       task_set(&variant, err, "%s%s", TASK_APP_PREFIX, t->variant) != 0)
-    return -1;
+    return fimi_fail_wrap(err, "app channel");
   free(t->variant);
   t->variant = variant;
-  free(t->gold[0].name);
-  cJSON_Delete(t->gold[0].arguments);
-  for (int k = 0; k < t->gold[0].num_relevant; k++) free(t->gold[0].relevant[k]);
-  free(t->gold[0].relevant);
-  memmove(&t->gold[0], &t->gold[1], sizeof *t->gold * (size_t)(t->num_gold - 1));
-  t->num_gold--;
-  for (int i = 0; i < t->num_communicate; i++) t->communicate[i].step--;
-  for (int i = 0; i < t->num_confirms; i++)
-    if (t->confirms[i].step > 0) t->confirms[i].step--;
   return 0;
 }
 

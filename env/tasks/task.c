@@ -66,6 +66,12 @@ static void free_ref(TaskValueRef *r) {
   free(r->path);
 }
 
+static void free_action(TaskAction *a) {
+  free(a->name);
+  cJSON_Delete(a->arguments);
+  free_strings(a->relevant, a->num_relevant);
+}
+
 void task_free(Task *t) {
   if (!t) return;
   free(t->id);
@@ -82,11 +88,7 @@ void task_free(Task *t) {
   free_strings(t->fixture, t->num_fixture);
   free(t->authenticated);
   free(t->variant);
-  for (int i = 0; i < t->num_gold; i++) {
-    free(t->gold[i].name);
-    cJSON_Delete(t->gold[i].arguments);
-    free_strings(t->gold[i].relevant, t->gold[i].num_relevant);
-  }
+  for (int i = 0; i < t->num_gold; i++) free_action(&t->gold[i]);
   free(t->gold);
   for (int i = 0; i < t->num_communicate; i++) free_ref(&t->communicate[i]);
   free(t->communicate);
@@ -172,6 +174,22 @@ int task_add_field_keyword(Task *t, const char *field, const char *keyword, Fimi
     if (strcmp(t->fields[i].name, field) == 0)
       return push_string(&t->fields[i].keywords, &t->fields[i].num_keywords, keyword, err);
   return fimi_fail(err, "no field '%s'", field);
+}
+
+int task_remove_gold(Task *t, int index, FimiError *err) {
+  if (index < 0 || index >= t->num_gold) return fimi_fail(err, "gold[%d]: no such step", index);
+  for (int i = 0; i < t->num_communicate + t->num_confirms; i++) {
+    TaskValueRef *r = i < t->num_communicate ? &t->communicate[i] : &t->confirms[i - t->num_communicate];
+    if (r->step == index) return fimi_fail(err, "gold[%d]: a value to communicate or confirm comes from it", index);
+  }
+  free_action(&t->gold[index]);
+  memmove(&t->gold[index], &t->gold[index + 1], sizeof *t->gold * (size_t)(t->num_gold - index - 1));
+  t->num_gold--;
+  for (int i = 0; i < t->num_communicate + t->num_confirms; i++) {
+    TaskValueRef *r = i < t->num_communicate ? &t->communicate[i] : &t->confirms[i - t->num_communicate];
+    if (r->step > index) r->step--;
+  }
+  return 0;
 }
 
 int task_add_fixture(Task *t, const char *sql, FimiError *err) { return push_string(&t->fixture, &t->num_fixture, sql, err); }

@@ -176,6 +176,9 @@ int task_set(char **slot, FimiError *err, const char *fmt, ...) __attribute__((f
 int task_add_field(Task *task, const char *name, const char *value, FimiError *err);
 int task_add_field_keyword(Task *task, const char *field, const char *keyword, FimiError *err);
 int task_add_fixture(Task *task, const char *sql, FimiError *err);
+// Removes gold step `index`; value references to later steps shift down.
+// Fails, changing nothing, when a value to communicate or confirm comes from it.
+int task_remove_gold(Task *task, int index, FimiError *err);
 // arguments_json: a JSON object as text, e.g. "{\"account_id\":\"SB1\"}".
 // relevant_csv: comma-separated argument names ("" or NULL: name only).
 // Returns the new step's index (>= 0), or -1.
