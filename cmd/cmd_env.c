@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
+#include "core/hash.h"
 #include "data/toolcall.h"
 #include "env/agents.h"
 #include "env/bank/tools.h"
@@ -121,8 +122,7 @@ static int parse_env_args(const char *cmd, int argc, char **argv, EnvArgs *a) {
 // The seed of task i of a family: a mix of the run seed, the family's name
 // and i, so adding a family never changes another family's tasks.
 static uint64_t task_seed(uint64_t seed, const char *family, long i) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *p = family; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  uint64_t h = hash_fnv1a_text(HASH_FNV1A_SHORT_BASIS, family);
   uint64_t x = seed * 0x9E3779B97F4A7C15ULL ^ h ^ ((uint64_t)i * 0xBF58476D1CE4E5B9ULL);
   x ^= x >> 31;
   x *= 0x94D049BB133111EBULL;

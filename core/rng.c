@@ -4,21 +4,11 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+#include "core/hash.h"
 
-uint64_t rng_mix(uint64_t a, uint64_t b) {
-  uint64_t x = a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2));
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
+static uint64_t splitmix64(uint64_t *x) { return hash_mix64(*x += 0x9e3779b97f4a7c15ULL); }
+
+uint64_t rng_mix(uint64_t a, uint64_t b) { return hash_mix64(a ^ (b + 0x9E3779B97F4A7C15ULL + (a << 6) + (a >> 2))); }
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 

@@ -19,6 +19,7 @@
 #include <pcre2.h>
 
 #include "core/fileio.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/utf8.h"
 
@@ -53,19 +54,7 @@ static int utf8_lead_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 :
 // Hash tables. U64Map: uint64 keys (pairs, code points) -> int32 values.
 // Interner: distinct byte strings -> dense ids 0, 1, 2, ... in first-seen order.
 
-static uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-static uint64_t hash_bytes(const char *s, size_t n) {  // FNV-1a, then mixed
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-  return mix64(h);
-}
+static uint64_t hash_bytes(const char *s, size_t n) { return hash_mix64(hash_fnv1a(HASH_FNV1A_BASIS, s, n)); }
 
 #define U64_EMPTY UINT64_MAX
 
@@ -87,7 +76,7 @@ static int u64map_grow(U64Map *m, FimiError *err) {
   for (size_t i = 0; i < cap; i++) keys[i] = U64_EMPTY;
   for (size_t i = 0; i < m->cap; i++) {
     if (m->keys[i] == U64_EMPTY) continue;
-    size_t j = mix64(m->keys[i]) & (cap - 1);
+    size_t j = hash_mix64(m->keys[i]) & (cap - 1);
     while (keys[j] != U64_EMPTY) j = (j + 1) & (cap - 1);
     keys[j] = m->keys[i];
     values[j] = m->values[i];
@@ -104,7 +93,7 @@ static int u64map_grow(U64Map *m, FimiError *err) {
 // absent (*inserted tells which). NULL only when out of memory.
 static int32_t *u64map_upsert(U64Map *m, uint64_t key, int32_t fresh, int *inserted, FimiError *err) {
   if ((m->count + 1) * 2 > m->cap && u64map_grow(m, err) != 0) return NULL;
-  size_t j = mix64(key) & (m->cap - 1);
+  size_t j = hash_mix64(key) & (m->cap - 1);
   while (m->keys[j] != U64_EMPTY) {
     if (m->keys[j] == key) {
       *inserted = 0;
@@ -121,7 +110,7 @@ static int32_t *u64map_upsert(U64Map *m, uint64_t key, int32_t fresh, int *inser
 
 static int32_t u64map_get(const U64Map *m, uint64_t key) {
   if (!m->cap) return -1;
-  size_t j = mix64(key) & (m->cap - 1);
+  size_t j = hash_mix64(key) & (m->cap - 1);
   while (m->keys[j] != U64_EMPTY) {
     if (m->keys[j] == key) return m->values[j];
     j = (j + 1) & (m->cap - 1);

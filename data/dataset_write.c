@@ -16,6 +16,7 @@
 #include <hdf5.h>
 
 #include "core/fileio.h"
+#include "core/hash.h"
 #include "core/json.h"
 #include "data/chat.h"
 #include "data/dataset.h"
@@ -521,10 +522,7 @@ static int write_h5(const char *tmp_path, Writer *w, int32_t vocab, const char *
 }
 
 void dataset_internal_fnv1a64_hex(const void *data, size_t n, char out[17]) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
-  snprintf(out, 17, "%016llx", (unsigned long long)h);
+  snprintf(out, 17, "%016llx", (unsigned long long)hash_fnv1a(HASH_FNV1A_BASIS, data, n));
 }
 
 static int check_options(const DatasetTokenizeOptions *opt, FimiError *err) {

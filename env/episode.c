@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/text.h"
 #include "data/toolcall.h"
 #include "env/bank/tools.h"
@@ -261,19 +262,6 @@ static int copy_gold_writes(GoldReplay *g, const BankEpisode *gold, FimiError *e
   return 0;
 }
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-static uint64_t fnv_bytes(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
 
 // Replays the gold chain on its own pooled copy into g: the results, the
 // writes and the customer, and the state digest as well when `digest`.
@@ -296,15 +284,15 @@ static int replay_gold(const Task *task, BankPool *pool, GoldReplay *g, int dige
   return rc;
 }
 
-static uint64_t fnv_text(uint64_t h, const char *s) { return fnv_bytes(h, s ? s : "", s ? strlen(s) + 1 : 1); }
+static uint64_t fnv_text(uint64_t h, const char *s) { return hash_fnv1a(h, s ? s : "", s ? strlen(s) + 1 : 1); }
 
 // A JSON value's hash: types, keys, strings and numbers, depth first.
 static uint64_t fnv_json(uint64_t h, const cJSON *j) {
   for (; j; j = j->next) {
-    h = fnv_bytes(fnv_text(h, j->string), &j->type, sizeof j->type);
+    h = hash_fnv1a(fnv_text(h, j->string), &j->type, sizeof j->type);
     if (cJSON_IsString(j)) h = fnv_text(h, j->valuestring);
-    if (cJSON_IsNumber(j)) h = fnv_bytes(h, &j->valuedouble, sizeof j->valuedouble);
-    h = fnv_bytes(fnv_json(h, j->child), "}", 1);
+    if (cJSON_IsNumber(j)) h = hash_fnv1a(h, &j->valuedouble, sizeof j->valuedouble);
+    h = hash_fnv1a(fnv_json(h, j->child), "}", 1);
   }
   return h;
 }
@@ -312,16 +300,16 @@ static uint64_t fnv_json(uint64_t h, const cJSON *j) {
 // What the gold chain's outcome depends on: the image, the initial state and
 // the gold calls (hashing these directly costs a tenth of printing the task).
 static uint64_t gold_key(const Task *t) {
-  uint64_t h = fnv_bytes(1469598103934665603ULL, &t->image_seed, sizeof t->image_seed);
+  uint64_t h = hash_fnv1a(HASH_FNV1A_SHORT_BASIS, &t->image_seed, sizeof t->image_seed);
   h = fnv_text(fnv_text(h, t->today), t->authenticated);
-  h = fnv_bytes(h, &t->confirm_mode, sizeof t->confirm_mode);
+  h = hash_fnv1a(h, &t->confirm_mode, sizeof t->confirm_mode);
   for (int i = 0; i < t->num_fixture; i++) h = fnv_text(h, t->fixture[i]);
-  h = fnv_bytes(h, &t->num_fixture, sizeof t->num_fixture);
+  h = hash_fnv1a(h, &t->num_fixture, sizeof t->num_fixture);
   for (int i = 0; i < t->num_gold; i++) {
     h = fnv_json(fnv_text(h, t->gold[i].name), t->gold[i].arguments);
-    h = fnv_bytes(h, &t->gold[i].confirm, sizeof t->gold[i].confirm);
+    h = hash_fnv1a(h, &t->gold[i].confirm, sizeof t->gold[i].confirm);
   }
-  return mix64(fnv_bytes(h, &t->num_gold, sizeof t->num_gold));
+  return hash_mix64(hash_fnv1a(h, &t->num_gold, sizeof t->num_gold));
 }
 
 // The task's gold replay, from the world's cache or replayed now (and
@@ -529,24 +517,25 @@ int env_step(EnvEpisode *ep, const char *turn, size_t len, EnvObservation *obs, 
 // read inside SQLite's VM without a mutex-locked API call per column): the
 // type tag, then the int64/double bits or the text/blob bytes and length.
 static uint64_t row_hash(int argc, sqlite3_value **argv) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = HASH_FNV1A_SHORT_BASIS;
   for (int i = 0; i < argc; i++) {
     int type = sqlite3_value_type(argv[i]);
-    h = (h ^ (uint64_t)type) * 1099511628211ULL;
+    unsigned char tag = (unsigned char)type;
+    h = hash_fnv1a(h, &tag, 1);
     if (type == SQLITE_INTEGER) {
       int64_t v = sqlite3_value_int64(argv[i]);
-      h = fnv_bytes(h, &v, sizeof v);
+      h = hash_fnv1a(h, &v, sizeof v);
     } else if (type == SQLITE_FLOAT) {
       double v = sqlite3_value_double(argv[i]);
-      h = fnv_bytes(h, &v, sizeof v);
+      h = hash_fnv1a(h, &v, sizeof v);
     } else if (type != SQLITE_NULL) {
       const void *bytes = type == SQLITE_TEXT ? (const void *)sqlite3_value_text(argv[i]) : sqlite3_value_blob(argv[i]);
       int n = sqlite3_value_bytes(argv[i]);
-      h = fnv_bytes(h, &n, sizeof n);
-      if (bytes) h = fnv_bytes(h, bytes, (size_t)n);
+      h = hash_fnv1a(h, &n, sizeof n);
+      if (bytes) h = hash_fnv1a(h, bytes, (size_t)n);
     }
   }
-  return mix64(h);
+  return hash_mix64(h);
 }
 
 static void row_sum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -637,14 +626,14 @@ int env_state_digest_full(BankEpisode *bank, uint64_t *digest, FimiError *err) {
   if (ensure_row_sum(bank->db) != 0) return fimi_fail(err, "env: registering the digest function");
   sqlite3_stmt *stmt = bank_stmt_get(bank, sql);
   if (!stmt) return fimi_fail(err, "env: digest query: %s", sqlite3_errmsg(bank->db));
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = HASH_FNV1A_SHORT_BASIS;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(stmt, 0);
     uint64_t sum = (uint64_t)sqlite3_column_int64(stmt, 1), count = (uint64_t)sqlite3_column_int64(stmt, 2);
-    h = fnv_bytes(h, name, strlen(name) + 1);
-    h = fnv_bytes(h, &sum, sizeof sum);
-    h = fnv_bytes(h, &count, sizeof count);
+    h = hash_fnv1a(h, name, strlen(name) + 1);
+    h = hash_fnv1a(h, &sum, sizeof sum);
+    h = hash_fnv1a(h, &count, sizeof count);
   }
   bank_stmt_put(bank, stmt);
   if (rc != SQLITE_DONE) return fimi_fail(err, "env: digest query: %s", sqlite3_errmsg(bank->db));
@@ -777,7 +766,7 @@ static int changed_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
   if (ensure_row_sum(bank->db) != 0 || ensure_row_sum(view->db) != 0)
     return fimi_fail(err, "env: registering the digest function");
   qsort(bank->changes, (size_t)bank->num_changes, sizeof *bank->changes, cmp_change);
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = HASH_FNV1A_SHORT_BASIS;
   for (int i = 0; i < base->count; i++) {
     const DigestTable *t = &base->tables[i];
     uint64_t sum = t->sum, count = t->count;
@@ -792,9 +781,9 @@ static int changed_digest(BankEpisode *bank, uint64_t *digest, FimiError *err) {
       sum += now_hash - was_hash;
       count += now_count - was_count;
     }
-    h = fnv_bytes(h, t->name, strlen(t->name) + 1);
-    h = fnv_bytes(h, &sum, sizeof sum);
-    h = fnv_bytes(h, &count, sizeof count);
+    h = hash_fnv1a(h, t->name, strlen(t->name) + 1);
+    h = hash_fnv1a(h, &sum, sizeof sum);
+    h = hash_fnv1a(h, &count, sizeof count);
   }
   *digest = h;
   return 0;

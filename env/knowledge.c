@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/utf8.h"
 #include "core/fileio.h"
 #include "core/json.h"
@@ -183,11 +184,7 @@ void kb_tokenize(const char *text, size_t length, void (*fn)(const char *token, 
 
 // --------------------------------------------------------------- vocabulary
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
+static uint64_t hash_bytes(const char *s, size_t n) { return hash_fnv1a(HASH_FNV1A_SHORT_BASIS, s, n); }
 
 static int lookup_term(const KnowledgeBase *kb, const char *s, size_t n) {
   if (kb->table_size == 0) return -1;

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/rng.h"
 
 #define MAX_TOKENS 160      // words per sentence; a longer run is cut into pieces
@@ -29,11 +30,7 @@
 
 // ---- hashing ----------------------------------------------------------------
 
-static uint64_t fnv1a(const unsigned char *s, int n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (int i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ULL;
-  return h;
-}
+static uint64_t fnv1a(const unsigned char *s, int n) { return hash_fnv1a(HASH_FNV1A_BASIS, s, (size_t)n); }
 
 // ---- lexer ------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/progress.h"
 #include "core/rng.h"
 #include "data/toolcall.h"
@@ -30,9 +31,7 @@ int eval_config_validate(const EvalConfig *c, FimiError *err) {
 }
 
 uint64_t eval_env_seed(uint64_t seed, const char *task_id, int trial) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a of the id
-  for (const unsigned char *p = (const unsigned char *)task_id; *p; p++) h = (h ^ *p) * 1099511628211ULL;
-  return rng_mix(rng_mix(seed, h), (uint64_t)trial);
+  return rng_mix(rng_mix(seed, hash_fnv1a_text(HASH_FNV1A_SHORT_BASIS, task_id)), (uint64_t)trial);
 }
 
 // ---- progress -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fileio.h"
 #include "core/json.h"
+#include "core/hash.h"
 #include "core/rng.h"
 #include "tests/test_util.h"
 
@@ -134,6 +135,22 @@ static void test_rng(void) {
   CHECK(u_min >= 0 && u_max < 1 && u_min < 0.001 && u_max > 0.999, "uniform range [%g, %g]", u_min, u_max);
 }
 
+// Published vectors: FNV-1a 64 of "", "a", "foobar" (the FNV reference
+// page) and splitmix64's first two outputs from state 0 (Vigna's reference
+// code: the finalizer of 1 and 2 times the golden-ratio increment).
+static void test_hash(void) {
+  CHECK(hash_fnv1a(HASH_FNV1A_BASIS, "", 0) == 0xcbf29ce484222325ULL, "FNV-1a of the empty string is the basis");
+  CHECK(hash_fnv1a_text(HASH_FNV1A_BASIS, "a") == 0xaf63dc4c8601ec8cULL, "FNV-1a of a");
+  CHECK(hash_fnv1a(HASH_FNV1A_BASIS, "foobar", 6) == 0x85944171f73967e8ULL, "FNV-1a of foobar");
+  CHECK(hash_fnv1a_text(hash_fnv1a(HASH_FNV1A_BASIS, "foo", 3), "bar") == 0x85944171f73967e8ULL,
+        "FNV-1a continues from a state");
+  CHECK(hash_fnv1a_text(HASH_FNV1A_SHORT_BASIS, "\xe0\xa4\x95") ==
+            hash_fnv1a(HASH_FNV1A_SHORT_BASIS, "\xe0\xa4\x95", 3),
+        "bytes above 0x7f hash as unsigned in both forms");
+  CHECK(hash_mix64(0x9e3779b97f4a7c15ULL) == 0xe220a8397b1dcdafULL, "splitmix64 output 1");
+  CHECK(hash_mix64(0x3c6ef372fe94f82aULL) == 0x6e789e6aa1b965f4ULL, "splitmix64 output 2");
+}
+
 static void test_arena_and_errors(void) {
   Arena arena;
   FimiError err = {0};
@@ -163,6 +180,7 @@ int main(void) {
   test_config();
   test_json();
   test_rng();
+  test_hash();
   test_arena_and_errors();
   TEST_MAIN_END();
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/hash.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "data/h5_create.h"
@@ -27,14 +28,7 @@
 #define MAX_STATE_JSON ((size_t)1 << 20)
 #define MAX_TOKENIZER_BYTES ((size_t)1 << 30)
 
-uint64_t checkpoint_hash_text(const char *text) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-    h ^= *p;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
+uint64_t checkpoint_hash_text(const char *text) { return hash_fnv1a_text(HASH_FNV1A_SHORT_BASIS, text); }
 
 // ---- directories -------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/hash.h"
 #include "env/bank/money.h"
 
 #define SEED_POPULATION_SHIFT 32
@@ -268,7 +269,7 @@ int bank_episode_digest(BankEpisode *ep, uint64_t *digest, FimiError *err) {
                                  "transfers", "disputes", "fixed_deposits", "recurring_deposits", "loans", "cards",
                                  "mandates", "cheque_books", "cheques", "service_requests", "insurance_policies",
                                  "insurance_claims", "scheme_enrolments", "tds_records", "tax_forms"};
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = HASH_FNV1A_SHORT_BASIS;
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
     char sql[96];
     // Every table's primary key is its first column (or first two).
@@ -279,12 +280,13 @@ int bank_episode_digest(BankEpisode *ep, uint64_t *digest, FimiError *err) {
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
       for (int i = 0, n = sqlite3_column_count(stmt); i < n; i++) {
         // Type tag + text form, so NULL, 0 and '' differ.
-        h = (h ^ (uint64_t)sqlite3_column_type(stmt, i)) * 1099511628211ULL;
-        const unsigned char *text = sqlite3_column_text(stmt, i);
-        for (; text && *text; text++) h = (h ^ *text) * 1099511628211ULL;
-        h = (h ^ 0x1f) * 1099511628211ULL;
+        unsigned char tag = (unsigned char)sqlite3_column_type(stmt, i);
+        h = hash_fnv1a(h, &tag, 1);
+        const char *text = (const char *)sqlite3_column_text(stmt, i);
+        if (text) h = hash_fnv1a_text(h, text);
+        h = hash_fnv1a(h, "\x1f", 1);
       }
-      h = (h ^ 0x1e) * 1099511628211ULL;
+      h = hash_fnv1a(h, "\x1e", 1);
     }
     bank_stmt_put(ep, stmt);
     if (rc != SQLITE_DONE) return sql_fail(ep->db, err, sql);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "env/bank/db.h"
 
 #define CACHE_SLOTS 512  // power of two; at most 3/4 used
@@ -24,11 +25,7 @@ struct BankStmtCache {
   int used;
 };
 
-static uint64_t hash_text(const char *s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return h;
-}
+static uint64_t hash_text(const char *s) { return hash_fnv1a_text(HASH_FNV1A_SHORT_BASIS, s); }
 
 static Slot *find(struct BankStmtCache *cache, const char *sql, uint64_t hash, int *empty) {
   for (uint64_t i = 0; i < CACHE_SLOTS; i++) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "env/agents.h"
 #include "env/episode.h"
 #include "env/tasks/family.h"
@@ -64,27 +65,14 @@ void corpus_config_default(CorpusConfig *c) {
 
 // ---- small helpers -------------------------------------------------------------
 
-uint64_t corpus_fnv1a64(const void *data, size_t size) {
-  const unsigned char *p = data;
-  uint64_t h = 14695981039346656037ULL;  // the FNV-1a 64 offset basis
-  for (size_t i = 0; i < size; i++) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
+uint64_t corpus_fnv1a64(const void *data, size_t size) { return hash_fnv1a(HASH_FNV1A_BASIS, data, size); }
 
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-static uint64_t text_hash(const char *s) { return mix64(corpus_fnv1a64(s, strlen(s))); }
+static uint64_t text_hash(const char *s) { return hash_mix64(corpus_fnv1a64(s, strlen(s))); }
 
 // Seed of draw i of a family: the run seed, the family's name and i, so a
 // new family never changes another family's draws.
 static uint64_t draw_seed(uint64_t seed, const char *family, int i) {
-  return mix64(text_hash(family) ^ mix64(seed) ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL));
+  return hash_mix64(text_hash(family) ^ hash_mix64(seed) ^ ((uint64_t)i * 0x9E3779B97F4A7C15ULL));
 }
 
 // A set of 64-bit keys (open addressing; 0 is stored as a separate flag).
@@ -440,7 +428,7 @@ static const Corpus *order_corpus;
 static int by_family_then_hash(const void *a, const void *b) {
   const CorpusTask *x = &order_corpus->tasks[*(const int *)a], *y = &order_corpus->tasks[*(const int *)b];
   if (x->family != y->family) return x->family - y->family;
-  uint64_t hx = mix64(x->content ^ order_seed), hy = mix64(y->content ^ order_seed);
+  uint64_t hx = hash_mix64(x->content ^ order_seed), hy = hash_mix64(y->content ^ order_seed);
   return hx < hy ? -1 : hx > hy;
 }
 
@@ -449,7 +437,7 @@ static int order_build(const Corpus *c, uint64_t salt, Order *o, FimiError *err)
   o->start = calloc((size_t)c->num_families + 1, sizeof *o->start);
   if (!o->index || !o->start) return fimi_fail(err, "corpus: out of memory");
   for (int i = 0; i < c->count; i++) o->index[i] = i;
-  order_seed = mix64(c->config.seed ^ salt);
+  order_seed = hash_mix64(c->config.seed ^ salt);
   order_corpus = c;
   qsort(o->index, (size_t)c->count, sizeof *o->index, by_family_then_hash);
   for (int i = 0, f = 0; f <= c->num_families; f++) {

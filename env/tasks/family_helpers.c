@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "env/bank/money.h"
 #include "env/tasks/family_helpers.h"
 
@@ -21,9 +22,7 @@ int fam_assert_rule(Task *t, const char *text, TaskRule rule, const char *a, con
 
 void fam_rng(Rng *rng, const char *family, uint64_t seed) {
   // FNV-1a of the family name, mixed with the seed: independent streams per family.
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *p = family; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-  rng_seed(rng, h ^ (seed * 0x9E3779B97F4A7C15ULL));
+  rng_seed(rng, hash_fnv1a_text(HASH_FNV1A_SHORT_BASIS, family) ^ (seed * 0x9E3779B97F4A7C15ULL));
 }
 
 const char *fam_choose(Rng *rng, const char *const *options, int n) {
