@@ -14,8 +14,8 @@
 // several chain lengths and communication families declare the comm check
 // (the only ones that do; the judge only where words are the point, every
 // other task seq+db);
-// named variants are unique and, for the families that record them, every
-// task names one of its family's variants and every variant occurs; a
+// named variants are unique, every task names one of its family's variants
+// and every variant occurs; a
 // channel family's app tasks start logged in without the verify step.
 //
 // FIMI_FAMILIES_SEEDS (default 100) sets the seeds per family;
@@ -33,7 +33,6 @@
 #define IMAGE_SEED 1
 #define FAMILIES 100
 #define DETERMINISM_SEEDS 25  // seeds per family generated twice
-#define PINNED_FAMILIES 62  // the first 62 families: generated lines pinned, no Task.variant
 
 typedef struct FamilyStats {
   int generated, oracle_ok, distinct, styles[TASK_STYLE_COUNT], min_gold, max_gold;
@@ -44,10 +43,10 @@ typedef struct FamilyStats {
 // compares.
 static int free_argument(const char *arg) { return strcmp(arg, "customer_confirmed") == 0; }
 
-// Actions of the first 62 families whose arguments are all free text or the agent's call
-// (a hand-off reason, a service request's wording and category): their
-// generated tasks stay byte-identical, so they keep the name-only comparison
-// (and the corpus's relevant-arguments gate leaves them out).
+// Actions of four first-round families whose arguments are all free text or
+// the agent's call (a hand-off reason, a service request's wording and
+// category): they keep the name-only comparison (and the corpus's
+// relevant-arguments gate leaves them out).
 static int legacy_name_only(const char *family, const char *tool) {
   static const char *const legacy[][2] = {{"recovery_complaint", "transfer_to_human_agent"},
                                           {"claim_escalate", "transfer_to_human_agent"},
@@ -301,12 +300,9 @@ int main(void) {
       int cap = f->slice == TASK_SLICE_SHALLOW ? TASK_SLICE_SHALLOW_MAX_GOLD : TASK_SLICE_DEEP_MAX_GOLD;
       CHECK(st.max_gold <= cap, "%s: %s slice but a gold chain of %d actions (max %d)", f->name,
             f->slice == TASK_SLICE_SHALLOW ? "shallow" : "deep", st.max_gold, cap);
-      // Families after the first 62 record a variant on every task.
-      if (i >= PINNED_FAMILIES)
-        CHECK(st.with_variant == st.generated, "%s: %d of %d tasks record a variant", f->name, st.with_variant,
-              st.generated);
-      else
-        CHECK(st.with_variant == 0, "%s: one of the first 62 families records variants (its lines would change)", f->name);
+      // Every family records a variant on every task.
+      CHECK(st.with_variant == st.generated, "%s: %d of %d tasks record a variant", f->name, st.with_variant,
+            st.generated);
       if (st.with_variant && seeds >= 50)
         for (int v = 0; v < nv && v < 16; v++)
           CHECK(st.variant_seen[v] > 0, "%s: variant %d never generated over %d seeds", f->name, v, seeds);
