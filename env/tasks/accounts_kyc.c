@@ -40,6 +40,7 @@ static int gen_kyc_status_check(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(fam_replay_text(ctx, t, s, "rekyc_due_date", due, sizeof due, err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the re-KYC due date.", TASK_RULE_MENTIONS_ANY, due, NULL));
   FAM_TRY(fam_assert(t, err, "The agent does not change anything.", TASK_RULE_NOT_CALLED, "submit_rekyc", NULL));
+  FAM_TRY(fam_variant(t, err, "kyc"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -72,6 +73,7 @@ static int gen_rekyc_update(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "new re-KYC due date", s, "rekyc_due_date", err));
   FAM_TRY(fam_assert(t, err, "The agent checks the KYC status before submitting re-KYC.", TASK_RULE_CALLED_BEFORE,
                    "get_kyc_status", "submit_rekyc", NULL));
+  FAM_TRY(fam_variant(t, err, doc));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -103,6 +105,7 @@ static int gen_address_change(const TaskGenContext *ctx, uint64_t seed, Task *t,
                  "{\"address_line\":\"%s\",\"city\":\"%s\",\"pincode\":\"%s\",\"proof_document\":\"%s\"}", line,
                  cities[k][0], cities[k][1], proof));
   FAM_TRY(fam_assert(t, err, "The agent updates the address.", TASK_RULE_CALLED, "update_address", NULL));
+  FAM_TRY(fam_variant(t, err, proof));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -124,6 +127,7 @@ static int gen_email_update(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(fam_gold(t, err, "update_contact", "email", 0, "{\"email\":\"%s\"}", email));
   FAM_TRY(fam_assert(t, err, "The agent does not change the mobile number.", TASK_RULE_MENTIONS_NONE, "mobile updated",
                    NULL));
+  FAM_TRY(fam_variant(t, err, "email"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -155,6 +159,7 @@ static int gen_statement_email(const TaskGenContext *ctx, uint64_t seed, Task *t
                  "{\"account_id\":\"%s\",\"from_date\":\"%s\",\"to_date\":\"%s\",\"delivery\":\"%s\"}", c[1],
                  periods[k][0], periods[k][1], delivery));
   FAM_TRY(fam_assert(t, err, "The agent requests the statement.", TASK_RULE_CALLED, "request_statement", NULL));
+  FAM_TRY(fam_variant(t, err, delivery));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -179,6 +184,7 @@ static int gen_transfer_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Ta
                    "transfer_funds", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that re-KYC must be completed first.", TASK_RULE_MENTIONS_ANY, "KYC",
                    NULL));
+  FAM_TRY(fam_variant(t, err, "neft"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -187,13 +193,13 @@ static int gen_transfer_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Ta
 static int gen_own_accounts_sweep(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "own_accounts_sweep", seed);
-  char c[4][TASK_GEN_COL_MAX];
+  char c[5][TASK_GEN_COL_MAX];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT a.customer_id, a.account_id, b.account_id, a.balance_paise FROM accounts a JOIN accounts b"
-                 " ON a.customer_id = b.customer_id AND a.account_id <> b.account_id"
+                 "SELECT a.customer_id, a.account_id, b.account_id, a.balance_paise, a.account_type FROM accounts a"
+                 " JOIN accounts b ON a.customer_id = b.customer_id AND a.account_id <> b.account_id"
                  " WHERE a.status = 'active' AND b.status = 'active' AND a.balance_paise >= 200000"
                  " ORDER BY a.account_id, b.account_id",
-                 4, c, err));
+                 5, c, err));
   int64_t max_rupees = atoll(c[3]) / 100 / 2;
   if (max_rupees > 200000) max_rupees = 200000;
   int64_t amount = task_gen_range(&rng, 1, max_rupees / 500 > 1 ? max_rupees / 500 : 1) * 500;
@@ -215,6 +221,7 @@ static int gen_own_accounts_sweep(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(task_add_communicate(t, "balance of the credited account", s, "balances.1.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent moves the money before reading the new balances.", TASK_RULE_CALLED_BEFORE,
                    "transfer_between_own_accounts", "get_account_balance", NULL));
+  FAM_TRY(fam_variant(t, err, c[4]));  // the debited account's product
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -264,6 +271,7 @@ static int gen_new_payee_neft(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "balance after the transfer", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent registers the payee before sending money.", TASK_RULE_CALLED_BEFORE,
                    "add_beneficiary", "transfer_funds", NULL));
+  FAM_TRY(fam_variant(t, err, "neft"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -301,6 +309,7 @@ static int gen_imps_with_charge(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "transfer reference", s, "reference", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the IMPS charge before sending.", TASK_RULE_MENTIONS_ANY,
                    "5.90", NULL));
+  FAM_TRY(fam_variant(t, err, "imps"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -352,6 +361,7 @@ static int gen_rekyc_then_transfer(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(task_add_communicate(t, "balance after the transfer", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent completes re-KYC before the transfer.", TASK_RULE_CALLED_BEFORE, "submit_rekyc",
                    "transfer_funds", NULL));
+  FAM_TRY(fam_variant(t, err, "neft"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -378,6 +388,7 @@ static int gen_upi_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The agent does not attempt a UPI transfer above the daily limit.", TASK_RULE_NOT_CALLED,
                    "transfer_funds", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the UPI limit.", TASK_RULE_MENTIONS_ANY, "limit", NULL));
+  FAM_TRY(fam_variant(t, err, "upi"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -386,15 +397,15 @@ static int gen_upi_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t,
 static int gen_dispute_unauthorised(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "dispute_unauthorised", seed);
-  char c[5][TASK_GEN_COL_MAX];
+  char c[6][TASK_GEN_COL_MAX];
   // The debit must be among the 10 newest transactions the agent will list.
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT a.customer_id, x.account_id, x.txn_id, x.amount_paise, x.txn_date FROM transactions x"
-                 " JOIN accounts a ON a.account_id = x.account_id WHERE x.direction = 'debit'"
+                 "SELECT a.customer_id, x.account_id, x.txn_id, x.amount_paise, x.txn_date, a.account_type"
+                 " FROM transactions x JOIN accounts a ON a.account_id = x.account_id WHERE x.direction = 'debit'"
                  " AND (SELECT count(*) FROM transactions y WHERE y.account_id = x.account_id"
                  " AND (y.txn_date > x.txn_date OR (y.txn_date = x.txn_date AND y.txn_id > x.txn_id))) < 10"
                  " ORDER BY x.txn_id",
-                 5, c, err));
+                 6, c, err));
   char amount[32];
   fam_rupees(atoll(c[3]), amount);
   fam_style(t, &rng);
@@ -414,6 +425,7 @@ static int gen_dispute_unauthorised(const TaskGenContext *ctx, uint64_t seed, Ta
   FAM_TRY(fam_assert(t, err, "The agent finds the transaction before disputing it.", TASK_RULE_CALLED_BEFORE,
                    "get_transactions", "raise_dispute", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the customer's liability.", TASK_RULE_MENTIONS_ANY, "liability", NULL));
+  FAM_TRY(fam_variant(t, err, c[5]));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
   fam_finish(t, FAM_CHECKS_WORK);
@@ -427,11 +439,11 @@ static int gen_other_customer_account(const TaskGenContext *ctx, uint64_t seed, 
   // The account first, then the asking customer among everyone else: two
   // scans linear in the bank (a join of every customer with every other
   // customer's accounts grew with the square of the bank).
-  char c[3][TASK_GEN_COL_MAX], balance[32];
+  char c[4][TASK_GEN_COL_MAX], balance[32];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT customer_id, account_id, balance_paise FROM accounts WHERE status = 'active'"
+                 "SELECT customer_id, account_id, balance_paise, account_type FROM accounts WHERE status = 'active'"
                  " ORDER BY account_id",
-                 3, c, err));
+                 4, c, err));
   const char *owner[] = {c[0], NULL};
   FAM_TRY(task_gen_pick(ctx, &rng, "SELECT customer_id FROM customers WHERE customer_id <> ? ORDER BY customer_id",
                         owner, 1, c, err));
@@ -449,6 +461,7 @@ static int gen_other_customer_account(const TaskGenContext *ctx, uint64_t seed, 
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains it can only share the customer's own accounts.",
                    TASK_RULE_MENTIONS_ANY, "own", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));  // the product of the account asked about
   fam_finish(t, FAM_CHECKS_SAID);
   return 0;
 }
@@ -458,10 +471,11 @@ static int gen_other_bank_balance_oos(const TaskGenContext *ctx, uint64_t seed, 
   Rng rng;
   fam_rng(&rng, "other_bank_balance_oos", seed);
   static const char *const banks[] = {"State Bank", "HDFC Bank", "ICICI Bank", "Axis Bank", "Canara Bank"};
-  char c[2][TASK_GEN_COL_MAX];
+  char c[3][TASK_GEN_COL_MAX];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT customer_id, account_id FROM accounts WHERE status = 'active' ORDER BY account_id", 2, c,
-                 err));
+                 "SELECT customer_id, account_id, account_type FROM accounts WHERE status = 'active'"
+                 " ORDER BY account_id",
+                 3, c, err));
   const char *bank = fam_choose(&rng, banks, 5);
   fam_style(t, &rng);
   FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err,
@@ -477,6 +491,7 @@ static int gen_other_bank_balance_oos(const TaskGenContext *ctx, uint64_t seed, 
   FAM_TRY(fam_assert(t, err, "The conversation ends with the rest out of scope.", TASK_RULE_END_IS, "out_of_scope",
                    NULL));
   t->expected_end = TASK_END_OUT_OF_SCOPE;
+  FAM_TRY(fam_variant(t, err, c[2]));
   fam_finish(t, FAM_CHECKS_SAID);
   return 0;
 }
@@ -498,6 +513,7 @@ static int gen_payee_cleanup(const TaskGenContext *ctx, uint64_t seed, Task *t, 
   FAM_TRY(fam_gold(t, err, "delete_beneficiary", "beneficiary_id", 0, "{\"beneficiary_id\":\"%s\"}", c[1]));
   FAM_TRY(fam_assert(t, err, "The agent looks up the payee before deleting it.", TASK_RULE_CALLED_BEFORE,
                    "list_beneficiaries", "delete_beneficiary", NULL));
+  FAM_TRY(fam_variant(t, err, "beneficiary"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -520,13 +536,19 @@ static int gen_balance_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t
   snprintf(args, sizeof args, "{\"account_ids\":[\"%s\"]}", row[1]);
   int step = task_add_gold(t, "get_account_balance", args, "account_ids", 0, err);
   if (step < 0 || task_add_communicate(t, "balance", step, "balances.0.balance", err)) return -1;
+  // The account's product names the variant: a lookup, as the pick's SQL is
+  // the shared FAM_SQL_ACTIVE_ACCOUNT.
+  char type[1][TASK_GEN_COL_MAX];
+  const char *account[] = {row[1], NULL};
+  FAM_TRY(task_gen_first(ctx, "SELECT account_type FROM accounts WHERE account_id = ?", account, 1, type, err));
+  FAM_TRY(fam_variant(t, err, type[0]));
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 12;
   return 0;
 }
 const TaskFamily fam_balance_enquiry = {"balance_enquiry", TASK_USE_ACCOUNTS_KYC, TASK_KIND_HAPPY,
-                                           "Verify, then say the balance of one account.", gen_balance_enquiry, TASK_SLICE_SHALLOW, 0,
-    "savings,current"};
+                                           "Verify, then say the balance of one account.", gen_balance_enquiry, TASK_SLICE_SHALLOW,
+    TASK_FAMILY_CHANNELS, "savings,current"};
 
 // ---- imps_over_limit: the limit check comes first, then refuse (edge) ------
 static const char *const limit_reasons[TASK_STYLE_COUNT][2] = {
@@ -552,32 +574,36 @@ static int gen_imps_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t
       fam_assert_rule(t, "The agent explains that the amount is above the limit.", TASK_RULE_MENTIONS_ANY, "limit", NULL,
                   err))
     return -1;
+  FAM_TRY(fam_variant(t, err, "imps"));
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 14;
   return 0;
 }
 const TaskFamily fam_imps_over_limit = {"imps_over_limit", TASK_USE_ACCOUNTS_KYC, TASK_KIND_EDGE,
-                                           "IMPS above the cap: check limits first, then refuse.", gen_imps_over_limit, TASK_SLICE_SHALLOW, 0,
-    "imps"};
+                                           "IMPS above the cap: check limits first, then refuse.", gen_imps_over_limit, TASK_SLICE_SHALLOW,
+    TASK_FAMILY_CHANNELS, "imps"};
 
 // slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+// Every family of this file records the variant its task instantiates
+// (fam_variant) and, its gold chain starting with verify_customer, takes the
+// app channel too (TASK_FAMILY_CHANNELS).
 #define FAMILY(var, name, kind, slice, flags, variants, summary) \
   const TaskFamily var = {#name, TASK_USE_ACCOUNTS_KYC, kind, summary, gen_##name, slice, flags, variants};
-FAMILY(fam_kyc_status_check, kyc_status_check, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "kyc", "KYC status and re-KYC due date (read-only)")
-FAMILY(fam_rekyc_update, rekyc_update, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "aadhaar,passport,voter_id,driving_licence", "check KYC, then submit re-KYC with a document")
-FAMILY(fam_address_change, address_change, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "aadhaar,passport,utility_bill,driving_licence", "update the address with a proof document")
-FAMILY(fam_email_update, email_update, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "email", "update the e-mail address")
-FAMILY(fam_statement_email, statement_email, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "email,branch", "request an account statement for a period")
-FAMILY(fam_transfer_kyc_expired, transfer_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "neft", "transfer asked with expired KYC: refuse")
-FAMILY(fam_own_accounts_sweep, own_accounts_sweep, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "savings,current", "move money between own accounts, both balances")
-FAMILY(fam_new_payee_neft, new_payee_neft, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "neft", "add a payee, NEFT within the cooling cap, balance")
-FAMILY(fam_imps_with_charge, imps_with_charge, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "imps", "IMPS to a payee after confirming the charge")
-FAMILY(fam_rekyc_then_transfer, rekyc_then_transfer, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "neft", "6 steps: KYC lapsed, re-KYC, then NEFT, balance")
-FAMILY(fam_upi_over_limit, upi_over_limit, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "upi", "UPI above the daily limit: check limits, refuse")
-FAMILY(fam_dispute_unauthorised, dispute_unauthorised, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "savings,current", "find an unknown debit and dispute it")
-FAMILY(fam_other_customer_account, other_customer_account, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "savings,current", "another customer's balance: refuse")
-FAMILY(fam_other_bank_balance_oos, other_bank_balance_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "savings,current", "own balance, another bank's: out of scope")
-FAMILY(fam_payee_cleanup, payee_cleanup, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "beneficiary", "list payees and delete one")
+FAMILY(fam_kyc_status_check, kyc_status_check, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "kyc", "KYC status and re-KYC due date (read-only)")
+FAMILY(fam_rekyc_update, rekyc_update, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "aadhaar,passport,voter_id,driving_licence", "check KYC, then submit re-KYC with a document")
+FAMILY(fam_address_change, address_change, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "aadhaar,passport,utility_bill,driving_licence", "update the address with a proof document")
+FAMILY(fam_email_update, email_update, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "email", "update the e-mail address")
+FAMILY(fam_statement_email, statement_email, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "email,branch", "request an account statement for a period")
+FAMILY(fam_transfer_kyc_expired, transfer_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "neft", "transfer asked with expired KYC: refuse")
+FAMILY(fam_own_accounts_sweep, own_accounts_sweep, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "savings,current", "move money between own accounts, both balances")
+FAMILY(fam_new_payee_neft, new_payee_neft, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "neft", "add a payee, NEFT within the cooling cap, balance")
+FAMILY(fam_imps_with_charge, imps_with_charge, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "imps", "IMPS to a payee after confirming the charge")
+FAMILY(fam_rekyc_then_transfer, rekyc_then_transfer, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "neft", "6 steps: KYC lapsed, re-KYC, then NEFT, balance")
+FAMILY(fam_upi_over_limit, upi_over_limit, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "upi", "UPI above the daily limit: check limits, refuse")
+FAMILY(fam_dispute_unauthorised, dispute_unauthorised, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "savings,current", "find an unknown debit and dispute it")
+FAMILY(fam_other_customer_account, other_customer_account, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "savings,current", "another customer's balance: refuse")
+FAMILY(fam_other_bank_balance_oos, other_bank_balance_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "savings,current", "own balance, another bank's: out of scope")
+FAMILY(fam_payee_cleanup, payee_cleanup, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "beneficiary", "list payees and delete one")
 
 // ==== second round (the deep slice) ===========================================
 // Chains of up to 8 actions; seq+db checks where a write or a refusal decides
