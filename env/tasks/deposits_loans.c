@@ -22,6 +22,24 @@ static const char *const PERSONAS[] = {
     "first-time investor, a little nervous", "farmer's son handling the family's savings"};
 #define NP ((int)(sizeof PERSONAS / sizeof PERSONAS[0]))
 
+// Records the account's type ("savings" or "current") as the variant. A
+// lookup, not a wider SELECT, for generators that pick with a shared SQL
+// macro; it draws nothing, so the task stays as the seed made it.
+static int account_variant(const TaskGenContext *ctx, Task *t, const char *account_id, FimiError *err) {
+  char type[1][TASK_GEN_COL_MAX];
+  const char *binds[] = {account_id, NULL};
+  FAM_TRY(task_gen_first(ctx, "SELECT account_type FROM accounts WHERE account_id = ?", binds, 1, type, err));
+  return fam_variant(t, err, type[0]);
+}
+
+// Records the loan's type as the variant, named as the `variants` lists
+// name loans ("personal" -> "personal_loan").
+static int loan_variant(Task *t, const char *loan_type, FimiError *err) {
+  char prefix[TASK_GEN_COL_MAX + 8];
+  snprintf(prefix, sizeof prefix, "%s_loan", loan_type);
+  return fam_variant(t, err, prefix);
+}
+
 // ---- fd_maturity_quote (tools, 1 step): what would an FD pay? --------------
 static int gen_fd_maturity_quote(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   (void)ctx;
@@ -47,6 +65,7 @@ static int gen_fd_maturity_quote(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(task_add_communicate(t, "interest", s, "interest", err));
   FAM_TRY(fam_assert(t, err, "The agent only quotes and does not book a deposit.", TASK_RULE_NOT_CALLED, "create_fd",
                    NULL));
+  FAM_TRY(fam_variant(t, err, "fd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -87,6 +106,7 @@ static int gen_rd_open(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiEr
   FAM_TRY(task_add_communicate(t, "maturity_amount", s, "maturity_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent quotes the maturity before opening the RD.", TASK_RULE_CALLED_BEFORE,
                    "calculate_rd_maturity", "create_rd", NULL));
+  FAM_TRY(fam_variant(t, err, "rd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -126,6 +146,7 @@ static int gen_rd_break_penalty(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "payout_amount", s, "payout_amount", err));
   FAM_TRY(task_add_communicate(t, "balance after the payout", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer about the penalty.", TASK_RULE_MENTIONS_ANY, "penalty", NULL));
+  FAM_TRY(fam_variant(t, err, "rd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -148,6 +169,7 @@ static int gen_fd_break_declined(const TaskGenContext *ctx, uint64_t seed, Task 
                    TASK_RULE_NOT_CALLED, "close_fd_premature", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the premature-closure penalty.", TASK_RULE_MENTIONS_ANY, "penalty",
                    NULL));
+  FAM_TRY(fam_variant(t, err, "fd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -208,6 +230,7 @@ static int gen_loan_emi_check(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "emi", s, "emi", err));
   FAM_TRY(task_add_communicate(t, "total_interest", s, "total_interest", err));
   FAM_TRY(fam_assert(t, err, "The agent does not apply for the loan.", TASK_RULE_NOT_CALLED, "apply_loan", NULL));
+  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -245,6 +268,7 @@ static int gen_personal_loan_apply(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(task_add_communicate(t, "emi", s, "emi", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before applying.", TASK_RULE_CALLED_BEFORE,
                    "check_loan_eligibility", "apply_loan", NULL));
+  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -275,6 +299,7 @@ static int gen_loan_low_score(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The agent does not apply for a loan the customer is not eligible for.",
                    TASK_RULE_NOT_CALLED, "apply_loan", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the credit score rule.", TASK_RULE_MENTIONS_ANY, "credit score", NULL));
+  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -321,6 +346,7 @@ static int gen_loan_part_prepay(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "outstanding after prepayment", d, "outstanding", err));
   FAM_TRY(fam_assert(t, err, "The agent quotes the prepayment before making it.", TASK_RULE_CALLED_BEFORE,
                    "get_foreclosure_quote", "prepay_loan", NULL));
+  FAM_TRY(loan_variant(t, c[5], err));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -369,6 +395,7 @@ static int gen_loan_foreclose_planner(const TaskGenContext *ctx, uint64_t seed, 
   FAM_TRY(task_add_communicate(t, "total payable", q, "total_payable", err));
   FAM_TRY(fam_assert(t, err, "The agent quotes the foreclosure before closing the loan.", TASK_RULE_CALLED_BEFORE,
                    "get_foreclosure_quote", "foreclose_loan", NULL));
+  FAM_TRY(loan_variant(t, c[5], err));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -422,6 +449,7 @@ static int gen_gold_loan_book(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "balance after disbursal", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent values the gold before booking the loan.", TASK_RULE_CALLED_BEFORE,
                    "get_gold_loan_quote", "apply_gold_loan", NULL));
+  FAM_TRY(fam_variant(t, err, "gold_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -454,6 +482,7 @@ static int gen_gold_loan_over_ltv(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent does not book a loan above 75% of the gold value.", TASK_RULE_NOT_CALLED,
                    "apply_gold_loan", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the 75% loan-to-value cap.", TASK_RULE_MENTIONS_ANY, "75%", NULL));
+  FAM_TRY(fam_variant(t, err, "gold_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -486,6 +515,8 @@ static int gen_deposit_rates_compare(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(task_add_communicate(t, "FD maturity", f, "maturity_amount", err));
   FAM_TRY(task_add_communicate(t, "RD maturity", r, "maturity_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent does not open any deposit.", TASK_RULE_NOT_CALLED, "create_fd", NULL));
+  // Every task weighs an FD against an RD and reads the FD rates: one variant.
+  FAM_TRY(fam_variant(t, err, "fd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -494,12 +525,12 @@ static int gen_deposit_rates_compare(const TaskGenContext *ctx, uint64_t seed, T
 static int gen_fd_ladder(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "fd_ladder", seed);
-  char c[3][TASK_GEN_COL_MAX];
+  char c[4][TASK_GEN_COL_MAX];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT c.customer_id, a.account_id, a.balance_paise FROM customers c JOIN accounts a"
-                 " ON a.customer_id = c.customer_id WHERE " KYC_OK " AND a.status = 'active'"
+                 "SELECT c.customer_id, a.account_id, a.balance_paise, a.account_type FROM customers c"
+                 " JOIN accounts a ON a.customer_id = c.customer_id WHERE " KYC_OK " AND a.status = 'active'"
                  " AND a.balance_paise >= 6000000 ORDER BY a.account_id",
-                 3, c, err));
+                 4, c, err));
   int64_t each = task_gen_range(&rng, 10, atoll(c[2]) / 100 / 6000 > 10 ? atoll(c[2]) / 100 / 6000 : 10) * 1000;
   static const int ladders[][3] = {{12, 24, 36}, {6, 12, 24}, {12, 36, 60}};
   const int *m = ladders[task_gen_range(&rng, 0, 2)];
@@ -531,6 +562,7 @@ static int gen_fd_ladder(const TaskGenContext *ctx, uint64_t seed, Task *t, Fimi
   FAM_TRY(task_add_communicate(t, "balance after the deposits", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent checks the balance before booking.", TASK_RULE_CALLED_BEFORE,
                    "get_account_balance", "create_fd", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -581,11 +613,15 @@ static int gen_fd_paper(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiE
       task_add_assertion(t, "The agent checks the balance before booking the deposit.", TASK_RULE_CALLED_BEFORE,
                          rule_before, err))
     return -1;
+  if (account_variant(ctx, t, row[1], err) != 0) return -1;
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 24;
   return 0;
 }
 
+// No app channel: the paper's example is the call that starts with
+// verify_customer, and tests rely on that step (tests/test_mcp.c,
+// tests/test_env_episode.c).
 const TaskFamily fam_fd_paper = {"fd_paper", TASK_USE_DEPOSITS_LOANS, TASK_KIND_SEQ,
                                     "Balance, FD rates, create FD, balance again (the FiMI paper's example).",
                                     gen_fd_paper, TASK_SLICE_SHALLOW, 0,
@@ -608,7 +644,9 @@ static int gen_rate_quote(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
       task_set(&t->reason, err, fmt[t->style], rate_products[p][1]))
     return -1;
   int step = task_add_gold(t, "get_deposit_loan_rates", args, "product_type", 0, err);
-  if (step < 0 || task_add_communicate(t, "rate", step, "rates.0.rate_percent", err)) return -1;
+  if (step < 0 || task_add_communicate(t, "rate", step, "rates.0.rate_percent", err) ||
+      fam_variant(t, err, rate_products[p][0]) != 0)
+    return -1;
   t->checks = FAM_CHECKS_COMM;
   t->max_turns = 8;
   return 0;
@@ -643,7 +681,8 @@ static int gen_fd_premature_close(const TaskGenContext *ctx, uint64_t seed, Task
   int close = task_add_gold(t, "close_fd_premature", args, "fd_id", 1, err);
   if (close < 0 || task_add_confirm(t, "the premature closure penalty on the interest", -1, NULL, err) ||
       task_add_communicate(t, "payout", close, "payout_amount", err) ||
-      fam_assert_rule(t, "The agent asks for consent before closing.", TASK_RULE_MENTIONS_ANY, "penalty", NULL, err))
+      fam_assert_rule(t, "The agent asks for consent before closing.", TASK_RULE_MENTIONS_ANY, "penalty", NULL, err) ||
+      fam_variant(t, err, "fd") != 0)
     return -1;
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 16;
@@ -651,7 +690,7 @@ static int gen_fd_premature_close(const TaskGenContext *ctx, uint64_t seed, Task
 }
 const TaskFamily fam_fd_premature_close = {"fd_premature_close", TASK_USE_DEPOSITS_LOANS, TASK_KIND_SEQ,
                                               "List deposits, consent to the penalty, close the FD.",
-                                              gen_fd_premature_close, TASK_SLICE_SHALLOW, 0,
+                                              gen_fd_premature_close, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS,
     "fd"};
 
 // ---- fd_planner: eight steps, KYC to booking (seq, 8 steps) -----------------
@@ -689,7 +728,8 @@ static int gen_fd_planner(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
   if (task_add_communicate(t, "maturity_amount", calc, "maturity_amount", err) ||
       task_add_communicate(t, "fd_id", create, "fd_id", err) ||
       fam_assert_rule(t, "The agent shows the maturity before booking.", TASK_RULE_CALLED_BEFORE, "calculate_fd_maturity",
-                  "create_fd", err))
+                  "create_fd", err) ||
+      account_variant(ctx, t, row[1], err) != 0)
     return -1;
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 30;
@@ -697,26 +737,28 @@ static int gen_fd_planner(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
 }
 const TaskFamily fam_fd_planner = {"fd_planner", TASK_USE_DEPOSITS_LOANS, TASK_KIND_SEQ,
                                       "Eight steps: KYC, accounts, balance, rates, maturity, book, list.",
-                                      gen_fd_planner, TASK_SLICE_DEEP, 0,
+                                      gen_fd_planner, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS,
     "savings,current"};
 
 // slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
+// The loan families' variants are the loan types their SQL can pick (gold
+// loans prepay and foreclose too; foreclosure leaves home loans out).
 #define FAMILY(var, name, kind, slice, flags, variants, summary) \
   const TaskFamily var = {#name, TASK_USE_DEPOSITS_LOANS, kind, summary, gen_##name, slice, flags, variants};
 FAMILY(fam_fd_maturity_quote, fd_maturity_quote, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "fd", "FD maturity quote without logging in (1 step)")
-FAMILY(fam_rd_open, rd_open, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "rd", "RD quote, open the RD, list deposits")
-FAMILY(fam_rd_break_penalty, rd_break_penalty, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "rd", "premature RD closure after confirming the penalty")
-FAMILY(fam_fd_break_declined, fd_break_declined, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "fd", "premature closure declined: nothing closed")
-FAMILY(fam_loan_emi_check, loan_emi_check, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "personal_loan", "personal loan eligibility, then EMI at that rate")
-FAMILY(fam_personal_loan_apply, personal_loan_apply, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "personal_loan", "eligibility, fee confirmed, personal loan")
-FAMILY(fam_loan_low_score, loan_low_score, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "personal_loan", "credit score below 650: check, refuse")
-FAMILY(fam_loan_part_prepay, loan_part_prepay, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "personal_loan,home_loan", "prepayment quote, prepay, loan details")
-FAMILY(fam_loan_foreclose_planner, loan_foreclose_planner, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "personal_loan,home_loan",
+FAMILY(fam_rd_open, rd_open, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "rd", "RD quote, open the RD, list deposits")
+FAMILY(fam_rd_break_penalty, rd_break_penalty, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "rd", "premature RD closure after confirming the penalty")
+FAMILY(fam_fd_break_declined, fd_break_declined, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "fd", "premature closure declined: nothing closed")
+FAMILY(fam_loan_emi_check, loan_emi_check, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "personal_loan", "personal loan eligibility, then EMI at that rate")
+FAMILY(fam_personal_loan_apply, personal_loan_apply, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "personal_loan", "eligibility, fee confirmed, personal loan")
+FAMILY(fam_loan_low_score, loan_low_score, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "personal_loan", "credit score below 650: check, refuse")
+FAMILY(fam_loan_part_prepay, loan_part_prepay, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "personal_loan,home_loan,gold_loan", "prepayment quote, prepay, loan details")
+FAMILY(fam_loan_foreclose_planner, loan_foreclose_planner, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "personal_loan,gold_loan",
        "7 steps: loans, details, quote, balance, foreclose, loans")
-FAMILY(fam_gold_loan_book, gold_loan_book, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "gold_loan", "gold valuation, gold loan with fee, balance")
+FAMILY(fam_gold_loan_book, gold_loan_book, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "gold_loan", "gold valuation, gold loan with fee, balance")
 FAMILY(fam_gold_loan_over_ltv, gold_loan_over_ltv, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "gold_loan", "gold loan above 75% LTV: quote, refuse")
-FAMILY(fam_deposit_rates_compare, deposit_rates_compare, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "fd,rd", "FD lump sum against RD, with rates")
-FAMILY(fam_fd_ladder, fd_ladder, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "savings,current", "8 steps: balance, rates, three FDs, list, balance")
+FAMILY(fam_deposit_rates_compare, deposit_rates_compare, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "fd", "FD lump sum against RD, with rates")
+FAMILY(fam_fd_ladder, fd_ladder, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "savings,current", "8 steps: balance, rates, three FDs, list, balance")
 
 // ==== second round (the deep slice) ===========================================
 // Chains of up to 8 actions; seq+db checks where a write or a refusal decides
