@@ -61,6 +61,7 @@ static int gen_card_fraud_dispute(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent blocks the card before anything else can be misused.", TASK_RULE_CALLED_BEFORE,
                    "block_card", "raise_dispute", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the customer's liability.", TASK_RULE_MENTIONS_ANY, "liability", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
   fam_finish(t, FAM_CHECKS_WORK);
@@ -84,6 +85,7 @@ static int gen_card_temp_block(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(s);
   FAM_TRY(task_add_communicate(t, "card status", s, "status", err));
   FAM_TRY(fam_assert(t, err, "The agent does not order a replacement card.", TASK_RULE_NOT_CALLED, "reissue_card", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -97,9 +99,11 @@ static int gen_card_limits(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
                  "SELECT customer_id, card_id, card_type, last4, credit_limit_paise FROM cards WHERE status = 'active'"
                  " ORDER BY card_id",
                  5, c, err));
-  static const char *const kinds[][3] = {{"atm_limit", "ATM", "cash withdrawal"},
-                                         {"pos_limit", "POS", "shop"},
-                                         {"online_limit", "online", "online shopping"}};
+  // Columns: the tool's argument, the word for the customer, a description,
+  // the variant.
+  static const char *const kinds[][4] = {{"atm_limit", "ATM", "cash withdrawal", "atm"},
+                                         {"pos_limit", "POS", "shop", "pos"},
+                                         {"online_limit", "online", "online shopping", "online"}};
   int debit = strcmp(c[2], "debit") == 0;
   int k = (int)task_gen_range(&rng, 0, 2);
   int64_t cap = debit ? (k == 0 ? 100000 : 500000) : atoll(c[4]) / 100;
@@ -118,6 +122,7 @@ static int gen_card_limits(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   FAM_TRY(s);
   FAM_TRY(task_add_communicate(t, "new limit", s, kinds[k][0], err));
   FAM_TRY(fam_assert(t, err, "The agent changes the limit.", TASK_RULE_CALLED, "update_card_limits", NULL));
+  FAM_TRY(fam_variant(t, err, kinds[k][3]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -143,6 +148,7 @@ static int gen_card_international(const TaskGenContext *ctx, uint64_t seed, Task
                  "{\"card_id\":\"%s\",\"channel\":\"international\",\"enabled\":true}", c[1]));
   FAM_TRY(fam_assert(t, err, "The agent enables international use.", TASK_RULE_CALLED, "set_card_channel_controls",
                    NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -151,10 +157,11 @@ static int gen_card_international(const TaskGenContext *ctx, uint64_t seed, Task
 static int gen_mandate_revoke(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "mandate_revoke", seed);
-  char c[3][TASK_GEN_COL_MAX];
+  char c[4][TASK_GEN_COL_MAX];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT customer_id, mandate_id, merchant FROM mandates WHERE status = 'active' ORDER BY mandate_id",
-                 3, c, err));
+                 "SELECT customer_id, mandate_id, merchant, mandate_type FROM mandates WHERE status = 'active'"
+                 " ORDER BY mandate_id",
+                 4, c, err));
   fam_style(t, &rng);
   FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "I cancelled my %s service but they keep debiting me. Stop the autopay.",
                  "%s band kar diya phir bhi paise kat rahe hain. Autopay rok do.", "stop autopay %s", c[2]));
@@ -165,6 +172,8 @@ static int gen_mandate_revoke(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "mandate_id", s, "mandate_id", err));
   FAM_TRY(fam_assert(t, err, "The agent finds the mandate before revoking it.", TASK_RULE_CALLED_BEFORE, "list_mandates",
                    "revoke_mandate", NULL));
+  // The image's mandate types are nach and upi_autopay.
+  FAM_TRY(fam_variant(t, err, strcmp(c[3], "nach") == 0 ? "nach" : "upi"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -173,12 +182,12 @@ static int gen_mandate_revoke(const TaskGenContext *ctx, uint64_t seed, Task *t,
 static int gen_cheque_stop(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "cheque_stop", seed);
-  char c[4][TASK_GEN_COL_MAX];
+  char c[5][TASK_GEN_COL_MAX];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT a.customer_id, q.account_id, q.cheque_number, q.payee FROM cheques q JOIN accounts a"
-                 " ON a.account_id = q.account_id WHERE q.status = 'issued' AND a.status = 'active'"
+                 "SELECT a.customer_id, q.account_id, q.cheque_number, q.payee, a.account_type FROM cheques q"
+                 " JOIN accounts a ON a.account_id = q.account_id WHERE q.status = 'issued' AND a.status = 'active'"
                  " AND a.balance_paise >= 100000 ORDER BY q.account_id, q.cheque_number",
-                 4, c, err));
+                 5, c, err));
   fam_style(t, &rng);
   FAM_TRY(fam_open(t, &rng, PERSONAS, NP, err, "The cheque I gave to %s got lost in the post. Please stop its payment.",
                  "%s ko diya cheque kho gaya courier mein. Payment rukwa do.", "stop cheque to %s. lost", c[3]));
@@ -196,6 +205,7 @@ static int gen_cheque_stop(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   FAM_TRY(task_add_communicate(t, "cheque status", s, "status", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the stop-payment charge.", TASK_RULE_MENTIONS_ANY, "118",
                    NULL));
+  FAM_TRY(fam_variant(t, err, c[4]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -204,12 +214,12 @@ static int gen_cheque_stop(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
 static int gen_positive_pay(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "positive_pay", seed);
-  char c[3][TASK_GEN_COL_MAX];
+  char c[4][TASK_GEN_COL_MAX];
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT a.customer_id, q.account_id, q.cheque_number FROM cheques q JOIN accounts a"
+                 "SELECT a.customer_id, q.account_id, q.cheque_number, a.account_type FROM cheques q JOIN accounts a"
                  " ON a.account_id = q.account_id WHERE q.status = 'unused' AND a.status = 'active'"
                  " ORDER BY q.account_id, q.cheque_number",
-                 3, c, err));
+                 4, c, err));
   static const char *const payees[] = {"Nirmal Builders", "Shree Furniture House", "Green Valley School",
                                        "Dr. Anita Rao Clinic"};
   const char *payee = fam_choose(&rng, payees, 4);
@@ -232,6 +242,7 @@ static int gen_positive_pay(const TaskGenContext *ctx, uint64_t seed, Task *t, F
                  "\"issue_date\":\"%s\"}",
                  c[1], c[2], (long long)amount, payee, today[0]));
   FAM_TRY(fam_assert(t, err, "The agent registers the cheque.", TASK_RULE_CALLED, "submit_positive_pay", NULL));
+  FAM_TRY(fam_variant(t, err, c[3]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -240,14 +251,14 @@ static int gen_positive_pay(const TaskGenContext *ctx, uint64_t seed, Task *t, F
 static int gen_cheque_book(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   fam_rng(&rng, "cheque_book", seed);
-  char c[2][TASK_GEN_COL_MAX];
+  char c[3][TASK_GEN_COL_MAX];
   // Every seeded savings account already used its 25 free leaves this
   // financial year and current accounts pay from the first leaf: charged.
   FAM_TRY(fam_pick(ctx, &rng,
-                 "SELECT customer_id, account_id FROM accounts WHERE status = 'active' AND balance_paise >= 100000"
-                 " AND (account_type = 'current' OR account_id IN (SELECT account_id FROM cheque_books"
-                 " WHERE financial_year = '2025-26')) ORDER BY account_id",
-                 2, c, err));
+                 "SELECT customer_id, account_id, account_type FROM accounts WHERE status = 'active'"
+                 " AND balance_paise >= 100000 AND (account_type = 'current' OR account_id IN"
+                 " (SELECT account_id FROM cheque_books WHERE financial_year = '2025-26')) ORDER BY account_id",
+                 3, c, err));
   static const int leaves[] = {10, 25, 50};
   int n = leaves[task_gen_range(&rng, 0, 2)];
   char leaves_text[16];
@@ -263,6 +274,7 @@ static int gen_cheque_book(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
   FAM_TRY(task_add_confirm(t, "the cheque book charge", s, "charge", err));
   FAM_TRY(task_add_communicate(t, "request_id", s, "request_id", err));
   FAM_TRY(fam_assert(t, err, "The agent orders the cheque book.", TASK_RULE_CALLED, "request_cheque_book", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -292,6 +304,7 @@ static int gen_request_escalate(const TaskGenContext *ctx, uint64_t seed, Task *
                    "get_service_request_status", "transfer_to_human_agent", NULL));
   FAM_TRY(fam_assert(t, err, "The conversation ends with a hand-off to a human.", TASK_RULE_END_IS, "transfer", NULL));
   t->expected_end = TASK_END_TRANSFER;
+  FAM_TRY(fam_variant(t, err, "service_request"));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
   fam_finish(t, FAM_CHECKS_WORK);
@@ -322,6 +335,7 @@ static int gen_complaint_request(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(s);
   FAM_TRY(task_add_communicate(t, "request_id", s, "request_id", err));
   FAM_TRY(fam_assert(t, err, "The agent registers the request.", TASK_RULE_CALLED, "create_service_request", NULL));
+  FAM_TRY(fam_variant(t, err, issues[k][0]));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
   fam_finish(t, FAM_CHECKS_WORK);
@@ -346,7 +360,8 @@ static int gen_investment_advice(const TaskGenContext *ctx, uint64_t seed, Task 
   t->checks = TASK_CHECK_JUDGE;
   t->expected_end = TASK_END_OUT_OF_SCOPE;
   t->max_turns = 6;
-  return 0;
+  // Each style's first reason asks for a share tip, its second for crypto.
+  return fam_variant(t, err, strcmp(t->reason, advice_reasons[t->style][0]) == 0 ? "shares" : "crypto");
 }
 const TaskFamily fam_investment_advice = {"investment_advice", TASK_USE_CROSS_CUTTING, TASK_KIND_EDGE,
                                              "Stock/crypto tips: out of scope, refuse.", gen_investment_advice, TASK_SLICE_SHALLOW, 0,
@@ -375,7 +390,8 @@ static int gen_recovery_complaint(const TaskGenContext *ctx, uint64_t seed, Task
   t->checks = FAM_CHECKS_WORK;
   t->expected_end = TASK_END_TRANSFER;
   t->max_turns = 8;
-  return 0;
+  // The caller is a borrower harassed over a personal loan's recovery.
+  return fam_variant(t, err, "personal_loan");
 }
 const TaskFamily fam_recovery_complaint = {"recovery_complaint", TASK_USE_CROSS_CUTTING, TASK_KIND_EDGE,
                                               "Harassment complaint: hand off to a human.", gen_recovery_complaint, TASK_SLICE_SHALLOW, 0,
@@ -414,26 +430,28 @@ static int gen_lost_card_reissue(const TaskGenContext *ctx, uint64_t seed, Task 
   t->checks = FAM_CHECKS_WORK;
   t->kind = TASK_KIND_TOOLS;
   t->max_turns = 16;
-  return 0;
+  // Debit cards only: the reasons name one and only its reissue is charged.
+  return fam_variant(t, err, "debit");
 }
 const TaskFamily fam_lost_card_reissue = {"lost_card_reissue", TASK_USE_CROSS_CUTTING, TASK_KIND_TOOLS,
                                              "Block a lost debit card and reissue it after consent to the charge.",
-                                             gen_lost_card_reissue, TASK_SLICE_SHALLOW, 0,
+                                             gen_lost_card_reissue, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS,
     "debit"};
 
 // slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
 #define FAMILY(var, name, kind, slice, flags, variants, summary) \
   const TaskFamily var = {#name, TASK_USE_CROSS_CUTTING, kind, summary, gen_##name, slice, flags, variants};
-FAMILY(fam_card_fraud_dispute, card_fraud_dispute, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "debit,credit", "card misuse: block, find the debit, dispute")
-FAMILY(fam_card_temp_block, card_temp_block, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "debit,credit", "misplaced card: temporary block only")
-FAMILY(fam_card_limits, card_limits, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "atm,pos,online", "set a daily ATM/POS/online limit")
-FAMILY(fam_card_international, card_international, TASK_KIND_TOOLS, TASK_SLICE_DEEP, 0, "debit,credit", "switch on international use before a trip")
-FAMILY(fam_mandate_revoke, mandate_revoke, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "nach,upi", "find and revoke an autopay mandate")
-FAMILY(fam_cheque_stop, cheque_stop, TASK_KIND_SEQ, TASK_SLICE_DEEP, 0, "savings,current", "cheque status, stop payment with charge, status")
-FAMILY(fam_positive_pay, positive_pay, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "savings,current", "register a cheque under positive pay")
-FAMILY(fam_cheque_book, cheque_book, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "savings,current", "order a cheque book after confirming the charge")
-FAMILY(fam_request_escalate, request_escalate, TASK_KIND_EDGE, TASK_SLICE_DEEP, 0, "service_request", "unresolved request: status, human (TRANSFER)")
-FAMILY(fam_complaint_request, complaint_request, TASK_KIND_HAPPY, TASK_SLICE_DEEP, 0, "complaint,account,card,other", "register a complaint as a service request")
+FAMILY(fam_card_fraud_dispute, card_fraud_dispute, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "debit,credit", "card misuse: block, find the debit, dispute")
+FAMILY(fam_card_temp_block, card_temp_block, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "debit,credit", "misplaced card: temporary block only")
+FAMILY(fam_card_limits, card_limits, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "atm,pos,online", "set a daily ATM/POS/online limit")
+FAMILY(fam_card_international, card_international, TASK_KIND_TOOLS, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "debit,credit", "switch on international use before a trip")
+FAMILY(fam_mandate_revoke, mandate_revoke, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "nach,upi", "find and revoke an autopay mandate")
+// Savings only: the image seeds cheques on savings accounts alone (env/bank/seed.c).
+FAMILY(fam_cheque_stop, cheque_stop, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "savings", "cheque status, stop payment with charge, status")
+FAMILY(fam_positive_pay, positive_pay, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "savings", "register a cheque under positive pay")
+FAMILY(fam_cheque_book, cheque_book, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "savings,current", "order a cheque book after confirming the charge")
+FAMILY(fam_request_escalate, request_escalate, TASK_KIND_EDGE, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "service_request", "unresolved request: status, human (TRANSFER)")
+FAMILY(fam_complaint_request, complaint_request, TASK_KIND_HAPPY, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "complaint,account,card,other", "register a complaint as a service request")
 
 // ==== second round (the deep slice) ===========================================
 // Chains of up to 8 actions; seq+db checks where a write or a refusal decides
