@@ -49,6 +49,7 @@ static int gen_pmjjby_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "enrolment_id", s, "enrolment_id", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                    "check_scheme_eligibility", "enroll_scheme", NULL));
+  FAM_TRY(fam_variant(t, err, "pmjjby"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -69,6 +70,7 @@ static int gen_pmjjby_over_age(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(fam_assert(t, err, "The agent does not enrol an ineligible customer.", TASK_RULE_NOT_CALLED, "enroll_scheme",
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the 18-50 age limit.", TASK_RULE_MENTIONS_ANY, "age", NULL));
+  FAM_TRY(fam_variant(t, err, "pmjjby"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -96,6 +98,7 @@ static int gen_apy_taxpayer(const TaskGenContext *ctx, uint64_t seed, Task *t, F
                    "enroll_scheme", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that income-tax payers cannot join APY.", TASK_RULE_MENTIONS_ANY,
                    "income-tax", "income tax", "taxpayer", NULL));
+  FAM_TRY(fam_variant(t, err, "apy"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -127,6 +130,7 @@ static int gen_apy_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, Fimi
   FAM_TRY(task_add_communicate(t, "enrolment_id", s, "enrolment_id", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                    "check_scheme_eligibility", "enroll_scheme", NULL));
+  FAM_TRY(fam_variant(t, err, "apy"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -159,6 +163,7 @@ static int gen_form_15g_15h(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "form_id", s, "form_id", err));
   FAM_TRY(fam_assert(t, err, "The agent names the right form for the customer's age.", TASK_RULE_MENTIONS_ANY, c[1],
                    NULL));
+  FAM_TRY(fam_variant(t, err, strcmp(c[1], "15H") == 0 ? "15h" : "15g"));  // the form the age picked
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -184,6 +189,7 @@ static int gen_tds_certificate(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(task_add_communicate(t, "total_tds", s, "total_tds", err));
   FAM_TRY(fam_assert(t, err, "The agent does not submit a tax form unasked.", TASK_RULE_NOT_CALLED,
                    "submit_form_15g_15h", NULL));
+  FAM_TRY(fam_variant(t, err, "fd"));  // TDS is only cut on fixed deposits (tds_records.deposit_id)
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -207,6 +213,7 @@ static int gen_scheme_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent does not enrol while KYC is expired.", TASK_RULE_NOT_CALLED, "enroll_scheme",
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that KYC must be updated first.", TASK_RULE_MENTIONS_ANY, "KYC", NULL));
+  FAM_TRY(fam_variant(t, err, "pmsby"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -235,6 +242,7 @@ static int gen_tax_filing_oos(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The conversation ends with the rest out of scope.", TASK_RULE_END_IS, "out_of_scope",
                    NULL));
   t->expected_end = TASK_END_OUT_OF_SCOPE;
+  FAM_TRY(fam_variant(t, err, "fd"));  // TDS is only cut on fixed deposits
   fam_finish(t, FAM_CHECKS_SAID);
   return 0;
 }
@@ -271,25 +279,26 @@ static int gen_pmsby_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
       fam_assert_rule(t, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                   "check_scheme_eligibility", "enroll_scheme", err))
     return -1;
+  FAM_TRY(fam_variant(t, err, "pmsby"));
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 14;
   return 0;
 }
 const TaskFamily fam_pmsby_enrol = {"pmsby_enrol", TASK_USE_GOV_SCHEMES, TASK_KIND_TOOLS,
-                                       "PMSBY eligibility, consent to the premium, enrol.", gen_pmsby_enrol, TASK_SLICE_SHALLOW, 0,
+                                       "PMSBY eligibility, consent to the premium, enrol.", gen_pmsby_enrol, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS,
     "pmsby"};
 
 // slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
 #define FAMILY(var, name, kind, slice, flags, variants, summary) \
   const TaskFamily var = {#name, TASK_USE_GOV_SCHEMES, kind, summary, gen_##name, slice, flags, variants};
-FAMILY(fam_pmjjby_enrol, pmjjby_enrol, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "pmjjby", "PMJJBY eligibility, premium confirmed, enrolment")
-FAMILY(fam_pmjjby_over_age, pmjjby_over_age, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "pmjjby", "PMJJBY over age 50: check, refuse")
-FAMILY(fam_apy_taxpayer, apy_taxpayer, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "apy", "APY for an income-tax payer: check, refuse")
-FAMILY(fam_apy_enrol, apy_enrol, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "apy", "APY eligibility and enrolment with a chosen pension")
-FAMILY(fam_form_15g_15h, form_15g_15h, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "15g,15h", "TDS certificate, then Form 15G or 15H by age")
-FAMILY(fam_tds_certificate, tds_certificate, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "fd", "interest and TDS of a financial year")
-FAMILY(fam_scheme_kyc_expired, scheme_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "pmsby", "scheme enrolment with expired KYC: refuse")
-FAMILY(fam_tax_filing_oos, tax_filing_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "fd", "TDS figures, filing the return: out of scope")
+FAMILY(fam_pmjjby_enrol, pmjjby_enrol, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "pmjjby", "PMJJBY eligibility, premium confirmed, enrolment")
+FAMILY(fam_pmjjby_over_age, pmjjby_over_age, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "pmjjby", "PMJJBY over age 50: check, refuse")
+FAMILY(fam_apy_taxpayer, apy_taxpayer, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "apy", "APY for an income-tax payer: check, refuse")
+FAMILY(fam_apy_enrol, apy_enrol, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "apy", "APY eligibility and enrolment with a chosen pension")
+FAMILY(fam_form_15g_15h, form_15g_15h, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "15g,15h", "TDS certificate, then Form 15G or 15H by age")
+FAMILY(fam_tds_certificate, tds_certificate, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "fd", "interest and TDS of a financial year")
+FAMILY(fam_scheme_kyc_expired, scheme_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "pmsby", "scheme enrolment with expired KYC: refuse")
+FAMILY(fam_tax_filing_oos, tax_filing_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "fd", "TDS figures, filing the return: out of scope")
 
 // ==== second round (the deep slice) ===========================================
 static const char *const TIERS[] = {"easy", "medium", "hard"};

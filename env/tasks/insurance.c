@@ -49,6 +49,7 @@ static int gen_claim_status_check(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(task_add_communicate(t, "claim status", s, "status", err));
   FAM_TRY(task_add_communicate(t, "claim amount", s, "claim_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent does not file a new claim.", TASK_RULE_NOT_CALLED, "file_insurance_claim", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -73,6 +74,7 @@ static int gen_claim_outside_period(const TaskGenContext *ctx, uint64_t seed, Ta
                    TASK_RULE_NOT_CALLED, "file_insurance_claim", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that the incident is outside the policy period.",
                    TASK_RULE_MENTIONS_ANY, "policy period", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -129,6 +131,7 @@ static int gen_claim_file(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
   FAM_TRY(task_add_communicate(t, "claim_id", s, "claim_id", err));
   FAM_TRY(task_add_communicate(t, "claim status", st, "status", err));
   FAM_TRY(fam_assert(t, err, "The agent files the claim.", TASK_RULE_CALLED, "file_insurance_claim", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
   fam_finish(t, FAM_CHECKS_WORK);
@@ -153,6 +156,7 @@ static int gen_claim_lapsed_policy(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(fam_assert(t, err, "The agent does not file a claim on a lapsed policy.", TASK_RULE_NOT_CALLED,
                    "file_insurance_claim", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that the policy has lapsed.", TASK_RULE_MENTIONS_ANY, "lapsed", NULL));
+  FAM_TRY(fam_variant(t, err, c[2]));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -192,6 +196,7 @@ static int gen_claim_escalate(const TaskGenContext *ctx, uint64_t seed, Task *t,
                    "get_claim_status", "transfer_to_human_agent", NULL));
   FAM_TRY(fam_assert(t, err, "The conversation ends with a hand-off to a human.", TASK_RULE_END_IS, "transfer", NULL));
   t->expected_end = TASK_END_TRANSFER;
+  FAM_TRY(fam_variant(t, err, c[2]));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
   fam_finish(t, FAM_CHECKS_WORK);
@@ -207,11 +212,12 @@ static const char *const policy_reasons[TASK_STYLE_COUNT][2] = {
 static int gen_policy_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiError *err) {
   Rng rng;
   rng_seed(&rng, seed);
-  char row[1][TASK_GEN_COL_MAX];
+  char row[2][TASK_GEN_COL_MAX];
+  // policy_type: the customer's one policy (count 1), so the variant is its type.
   if (task_gen_pick(ctx, &rng,
-                    "SELECT customer_id FROM insurance_policies GROUP BY customer_id HAVING count(*) = 1"
+                    "SELECT customer_id, policy_type FROM insurance_policies GROUP BY customer_id HAVING count(*) = 1"
                     " ORDER BY customer_id",
-                    NULL, 1, row, err) != 0)
+                    NULL, 2, row, err) != 0)
     return -1;
   if (task_set(&t->persona, err, "A policyholder who lost the policy papers.") ||
       fam_pick_reason(t, &rng, policy_reasons, err) || task_gen_add_verify(ctx, t, row[0], err) < 0)
@@ -220,6 +226,7 @@ static int gen_policy_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t,
   if (step < 0 || task_add_communicate(t, "policy_id", step, "policies.0.policy_id", err) ||
       task_add_communicate(t, "sum_assured", step, "policies.0.sum_assured", err))
     return -1;
+  FAM_TRY(fam_variant(t, err, row[1]));
   t->checks = FAM_CHECKS_WORK;
   t->kind = TASK_KIND_HAPPY;
   t->max_turns = 12;
@@ -227,17 +234,17 @@ static int gen_policy_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t,
 }
 const TaskFamily fam_policy_enquiry = {"policy_enquiry", TASK_USE_INSURANCE, TASK_KIND_HAPPY,
                                           "Verify, list the insurance policy, say its id and cover.",
-                                          gen_policy_enquiry, TASK_SLICE_SHALLOW, 0,
+                                          gen_policy_enquiry, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS,
     "health,life,motor,home"};
 
 // slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
 #define FAMILY(var, name, kind, slice, flags, variants, summary) \
   const TaskFamily var = {#name, TASK_USE_INSURANCE, kind, summary, gen_##name, slice, flags, variants};
-FAMILY(fam_claim_status_check, claim_status_check, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "status of an existing claim (read-only)")
-FAMILY(fam_claim_outside_period, claim_outside_period, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "incident before the policy start: refuse")
-FAMILY(fam_claim_file, claim_file, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "list policies, file a claim, read its status")
-FAMILY(fam_claim_lapsed_policy, claim_lapsed_policy, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "claim on a lapsed policy: refuse")
-FAMILY(fam_claim_escalate, claim_escalate, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, 0, "health,life,motor,home", "stuck claim: status, hand-off to a human (TRANSFER)")
+FAMILY(fam_claim_status_check, claim_status_check, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "health,life,motor,home", "status of an existing claim (read-only)")
+FAMILY(fam_claim_outside_period, claim_outside_period, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "health,life,motor,home", "incident before the policy start: refuse")
+FAMILY(fam_claim_file, claim_file, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "health,life,motor,home", "list policies, file a claim, read its status")
+FAMILY(fam_claim_lapsed_policy, claim_lapsed_policy, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "health,life,motor,home", "claim on a lapsed policy: refuse")
+FAMILY(fam_claim_escalate, claim_escalate, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "health,life,motor,home", "stuck claim: status, hand-off to a human (TRANSFER)")
 
 // ==== second round (the deep slice) ===========================================
 // ---- claim_over_cover (edge, 2 steps): more than the sum assured is refused ------------
