@@ -130,6 +130,12 @@ void chat_reset(ChatBuilder *b) {
   b->model_turn_open = 0;
 }
 
+void chat_truncate(ChatBuilder *b, size_t len) {
+  if (len >= b->ids.len) return;
+  b->ids.len = len;
+  b->model_turn_open = 0;
+}
+
 // ----------------------------------------------------------------------------
 // turns
 

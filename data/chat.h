@@ -86,6 +86,10 @@ void chat_free(ChatBuilder *b);
 // Empties the builder for the next conversation (keeps its buffers).
 void chat_reset(ChatBuilder *b);
 
+// Back to the first len ids (a length the builder had at a turn boundary,
+// len <= ids.len): what came after, an open generation prompt included, goes.
+void chat_truncate(ChatBuilder *b, size_t len);
+
 // <bos>; the builder must be empty.
 int chat_begin(ChatBuilder *b, FimiError *err);
 // One whole turn: <start_of_turn>{role}\n{content}<end_of_turn>\n. content

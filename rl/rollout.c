@@ -423,12 +423,17 @@ static int step_turns(Engine *e, FimiError *err) {
       continue;
     }
     if (rep[k].done) {
+      // The episode ended; its last observation stays only if it fits.
+      if ((int)s->chat.ids.len > e->c->context) chat_truncate(&s->chat, before);
       if ((rc = pad_logp(s, before, err)) != 0) break;
       mark_end(s, end_from_task(rep[k].end));
       continue;
     }
     if ((rc = chat_append_generation_prompt(&s->chat, err)) != 0 || (rc = pad_logp(s, before, err)) != 0) break;
     if ((int)s->chat.ids.len + 1 > e->c->context) {
+      // The observation and a next token do not fit: the rollout ends after
+      // the model's last turn (an observation is never trained on).
+      chat_truncate(&s->chat, before);
       mark_end(s, ROLLOUT_END_CONTEXT);
       continue;
     }

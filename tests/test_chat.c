@@ -380,6 +380,21 @@ static void test_generated(const Tokenizer *tok) {
   char *text = decode(tok, gen.ids.data + prompt_end, gen.ids.len - prompt_end);
   CHECK(text && strcmp(text, "<end_of_turn>\n<start_of_turn>tool\n{}<end_of_turn>\n") == 0, "after empty: %s", text);
   free(text);
+  // Truncating back over an observation and an open generation prompt (the
+  // rollout drops an observation that does not fit): the builder is as it
+  // was at that length and takes the same turn again.
+  size_t boundary = gen.ids.len;
+  chat_append_turn(&gen, CHAT_TOOL, "{\"a\":1}", 7, &err);
+  chat_append_generation_prompt(&gen, &err);
+  chat_truncate(&gen, boundary);
+  CHECK(gen.ids.len == boundary && !gen.model_turn_open, "truncated to %zu (want %zu)", gen.ids.len, boundary);
+  CHECK(chat_append_turn(&gen, CHAT_USER, "ok", 2, &err) == 0, "a turn after truncation: %s", err.message);
+  text = decode(tok, gen.ids.data + boundary, gen.ids.len - boundary);
+  CHECK(text && strcmp(text, "<start_of_turn>user\nok<end_of_turn>\n") == 0, "after truncation: %s", text);
+  free(text);
+  size_t full = gen.ids.len;
+  chat_truncate(&gen, full + 5);
+  CHECK(gen.ids.len == full, "truncating past the end changes nothing");
   token_ids_free(&ids);
   chat_free(&gen);
   chat_free(&whole);
