@@ -520,7 +520,7 @@ static int gen_payee_cleanup(const TaskGenContext *ctx, uint64_t seed, Task *t, 
 
 // ---- balance_enquiry: verify, balance (happy, 2 steps) ----------------------
 static const char *const balance_reasons[TASK_STYLE_COUNT][2] = {
-    {"I'd like to know the balance in my savings account.", "Can you tell me how much money is in my account?"},
+    {"I'd like to know the balance in my account, please.", "Can you tell me how much money is in my account?"},
     {"Mera account balance kitna hai, bata dijiye.", "Balance check karna tha mujhe."},
     {"balance pls", "acct balance?"},
 };

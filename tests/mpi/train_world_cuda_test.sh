@@ -154,7 +154,10 @@ w = sys.argv[1]
 a, b = ([json.loads(l) for l in open(f"{w}/{r}/metrics.jsonl")] for r in ("grpo1", "grpo2"))
 key = lambda r: (r["step"], r["reward_mean"], r["gen_tokens"])
 assert len(a) == len(b) == 4 and [key(r) for r in a] == [key(r) for r in b], (a, b)
-assert all(abs(x["loss"] - y["loss"]) <= 1e-5 * abs(x["loss"]) + 1e-12 for x, y in zip(a, b)), (a, b)
+# A GRPO loss near zero is a cancellation of O(1) advantage-weighted terms:
+# float32 sums split over one or two ranks differ by ~1e-9 absolute there.
+assert all(abs(x["loss"] - y["loss"]) <= 1e-5 * abs(x["loss"]) + 1e-8 for x, y in zip(a, b)), (a, b)
+assert all(abs(x["grad_norm"] - y["grad_norm"]) <= 1e-5 * abs(x["grad_norm"]) + 1e-12 for x, y in zip(a, b)), (a, b)
 assert any(r["grad_norm"] > 0 for r in a), a
 wa, wb = (load_file(f"{w}/{r}/step_000004/model.safetensors") for r in ("grpo1", "grpo2"))
 w0 = load_file(sys.argv[2])
