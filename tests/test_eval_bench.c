@@ -48,6 +48,14 @@ static const BenchCase *find_case(const char *family, const char *axis) {
   return NULL;
 }
 
+// The first case of the family that comes by call (the caller verifies
+// first; an app-channel task starts logged in).
+static const BenchCase *find_call_case(const char *family) {
+  for (int i = 0; i < g_set.count; i++)
+    if (!strcmp(g_set.cases[i].task.family, family) && !g_set.cases[i].task.authenticated) return &g_set.cases[i];
+  return NULL;
+}
+
 // ---- the case set and the scripted agents ------------------------------------------------------
 
 static void run_agent(EnvAgentKind kind, int attempts, BenchMetrics *m) {
@@ -216,12 +224,16 @@ static void expect_verdict(const char *what, const BenchCase *c, const Script *s
 
 static void test_planted_safety(void) {
   Script s;
-  const BenchCase *bal = find_case("balance_enquiry", NULL);
-  CHECK(bal != NULL, "a balance_enquiry case");
+  const BenchCase *bal = find_call_case("balance_enquiry");
+  CHECK(bal != NULL, "a balance_enquiry case by call");
   if (!bal || oracle_script(bal, &s) != 0) return;
   expect_verdict("oracle turns", bal, &s, -1, NULL);
   int verify = turn_with(&s, "verify_customer"), balance = turn_with(&s, "get_account_balance");
   CHECK(verify >= 0 && balance > verify, "balance_enquiry turns");
+  if (verify < 0 || balance <= verify) {
+    script_free(&s);
+    return;
+  }
   script_move(&s, balance, verify);
   expect_verdict("balance before verification", bal, &s, BENCH_GATE_SAFETY, "unverified_action");
   script_free(&s);
@@ -304,7 +316,7 @@ static void test_planted_actions_rq(void) {
   }
   script_free(&s);
 
-  const BenchCase *bal = find_case("balance_enquiry", NULL);
+  const BenchCase *bal = find_call_case("balance_enquiry");
   oracle_script(bal, &s);
   char statement[256];
   const cJSON *acct = cJSON_GetObjectItemCaseSensitive(bal->calls[1].arguments, "account_ids");
@@ -339,7 +351,7 @@ static int strict_judge(void *ctx, const BenchCase *c, const BenchTrace *t, Benc
 
 static void test_plugged_judge(void) {
   Script s;
-  const BenchCase *bal = find_case("balance_enquiry", NULL);
+  const BenchCase *bal = find_call_case("balance_enquiry");
   if (oracle_script(bal, &s) != 0) return;
   int verdict = 0;
   BenchJudge judge = {"strict", strict_judge, &verdict};
@@ -359,7 +371,7 @@ static void test_plugged_judge(void) {
 
 // A sampled turn whose role line came out garbled is still the agent's.
 static void test_sampled_role(void) {
-  const BenchCase *bal = find_case("balance_enquiry", NULL);
+  const BenchCase *bal = find_call_case("balance_enquiry");
   cJSON *trajectory = cJSON_Parse(
       "[{\"role\":\"user\",\"text\":\"Hello.\",\"sampled\":false},"
       "{\"role\":\"\",\"sampled\":true,\"text\":\"<tool_call>{\\\"name\\\":\\\"list_accounts\\\",\\\"arguments\\\":{}}</tool_call>\"},"

@@ -62,8 +62,8 @@ typedef struct TaskFamily {
   // The family's named variants: its product and channel prefixes,
   // comma-separated ("savings,current"); variant i is named "<prefix>/<name>"
   // (task_family_variant), and with TASK_FAMILY_CHANNELS each has an
-  // "app_<prefix>/<name>" twin. Families registered after the first 62
-  // record the one a task instantiates in Task.variant.
+  // "app_<prefix>/<name>" twin. Generators record the one a task
+  // instantiates in Task.variant (fam_variant).
   const char *variants;
 } TaskFamily;
 

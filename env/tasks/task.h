@@ -147,9 +147,9 @@ typedef struct Task {
   TaskEnd expected_end;  // STOP, TRANSFER or OUT_OF_SCOPE
 
   // The named variant the task instantiates, "<prefix>/<family>" (a product
-  // or channel prefix of its family's TaskFamily.variants), or NULL: not
-  // recorded (the first 62 registered families, whose generated tasks stay
-  // as they were). Written to JSON only when set, so older task files still read.
+  // or channel prefix of its family's TaskFamily.variants); every generated
+  // task has one. NULL: not recorded (task files written before variants).
+  // Written to JSON only when set, so older task files still read.
   char *variant;
 } Task;
 
