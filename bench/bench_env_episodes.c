@@ -14,7 +14,8 @@
 // family.
 //
 // Usage: bench_env_episodes [--episodes N] (default 4000) [--per-family K] (default 20)
-//                           [--customers C] (default 30)
+//                           [--customers C] (default 30) [--table 0|1] (default 1: the per-family table;
+//                           0 leaves it out, e.g. under callgrind)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,14 +128,15 @@ static void time_copies(const BankImage *image) {
 }
 
 int main(int argc, char **argv) {
-  int episodes = 4000, per_family = 20, customers = BANK_DEFAULT_CUSTOMERS;
+  int episodes = 4000, per_family = 20, customers = BANK_DEFAULT_CUSTOMERS, table = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--episodes") == 0) episodes = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--per-family") == 0) per_family = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--customers") == 0) customers = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--table") == 0) table = atoi(argv[i + 1]);
   }
   if (episodes < 1 || per_family < 1 || customers < 1 || customers > BANK_MAX_CUSTOMERS) {
-    fprintf(stderr, "usage: bench_env_episodes [--episodes N] [--per-family K] [--customers C]\n");
+    fprintf(stderr, "usage: bench_env_episodes [--episodes N] [--per-family K] [--customers C] [--table 0|1]\n");
     return 2;
   }
   FimiError err = {0};
@@ -178,8 +180,8 @@ int main(int argc, char **argv) {
   cpu = cpu_seconds() - cpu;
   printf("with the db check forced through digests: %d in %.3f s = %.0f episodes/s (%.1f us each); %.0f per CPU second\n",
          slow_count, slow, slow_count / slow, 1e6 * slow / slow_count, slow_count / cpu);
-  printf("| family | episodes/s | us/episode | gold steps |\n|---|---:|---:|---:|\n");
-  for (int f = 0; f < families; f++) {
+  if (table) printf("| family | episodes/s | us/episode | gold steps |\n|---|---:|---:|---:|\n");
+  for (int f = 0; table && f < families; f++) {
     int count = episodes / families > 50 ? episodes / families : 50;
     double s = run(world, &tasks[f * per_family], per_family, count, &imperfect);
     printf("| %s | %.0f | %.1f | %d |\n", task_family_at(f)->name, count / s, 1e6 * s / count,

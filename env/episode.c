@@ -127,7 +127,7 @@ int env_run_gold_step(BankEpisode *bank, const Task *t, int i, cJSON *results, F
   const TaskAction *a = &t->gold[i];
   if (a->confirm) bank->confirmation_given = 1;
   ToolResult r;
-  env_tool_call(bank, a->name, a->arguments, &r);
+  env_tool_call_json(bank, a->name, a->arguments, &r);
   if (!r.ok) {
     fimi_fail(err, "task %s: gold[%d] %s failed: %.300s", t->id ? t->id : "?", i, a->name,
               r.text ? r.text : "(out of memory)");
@@ -135,12 +135,8 @@ int env_run_gold_step(BankEpisode *bank, const Task *t, int i, cJSON *results, F
     return -1;
   }
   if (results) {
-    cJSON *parsed = cJSON_Parse(r.text);
-    if (!parsed) {
-      tool_result_free(&r);
-      return fimi_fail(err, "task %s: gold[%d] %s: result is not JSON", t->id ? t->id : "?", i, a->name);
-    }
-    cJSON_AddItemToArray(results, parsed);
+    cJSON_AddItemToArray(results, r.json);
+    r.json = NULL;
   }
   tool_result_free(&r);
   return 0;
@@ -439,14 +435,11 @@ static int set_obs(EnvEpisode *ep, char *text, FimiError *err) {
 static int step_tool_call(EnvEpisode *ep, ToolCallParse *parse, EnvObservation *obs, FimiError *err) {
   if (parse->text_len > 0 && push_message(ep, parse->text, parse->text_len, err) != 0) return -1;
   ToolResult r;
-  env_tool_call(ep->bank, parse->name, parse->arguments, &r);
-  if (!r.text) return fimi_fail(err, "env: out of memory running %s", parse->name);
+  env_tool_call_json(ep->bank, parse->name, parse->arguments, &r);
+  if (!r.ok && !r.text) return fimi_fail(err, "env: out of memory running %s", parse->name);
   char *rendered = NULL;
   if (r.ok) {
-    cJSON *result = cJSON_Parse(r.text);
-    rendered = result ? toolcall_render_result_syntax(ep->syntax, parse->name, result, err) : NULL;
-    if (!result) fimi_fail(err, "env: tool %s returned invalid JSON", parse->name);
-    cJSON_Delete(result);
+    rendered = toolcall_render_result_syntax(ep->syntax, parse->name, r.json, err);
   } else {
     rendered = toolcall_render_error_syntax(ep->syntax, parse->name, r.text, err);
   }

@@ -273,12 +273,10 @@ static int result_text(BankEpisode *bank, const char *tool, const char *args_jso
   ToolResult r;
   env_tool_call(bank, tool, args, &r);
   cJSON_Delete(args);
-  cJSON *parsed = r.ok ? cJSON_Parse(r.text) : NULL;
-  char *text = parsed ? task_json_scalar_text(task_json_path(parsed, path)) : NULL;
+  char *text = r.ok ? task_json_scalar_text(task_json_path(r.json, path)) : NULL;
   int rc = text && strlen(text) < size ? 0 : fimi_fail(err, "%s: no %s in %.200s", tool, path, r.text ? r.text : "?");
   if (rc == 0) snprintf(out, size, "%s", text);
   free(text);
-  cJSON_Delete(parsed);
   tool_result_free(&r);
   return rc;
 }

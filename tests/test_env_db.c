@@ -219,13 +219,20 @@ static void test_pool(void) {
   total = sql_int(a, "SELECT sum(balance_paise) FROM accounts");
   CHECK(bank_episode_exec(a, "UPDATE accounts SET balance_paise = 0", &err) == 0, "write in a");
   CHECK(sql_int(b, "SELECT sum(balance_paise) FROM accounts") == total, "b does not see a's write");
-  char id[BANK_ID_MAX];
+  char id[BANK_ID_MAX], today[11];
   bank_next_id(a, "txn", id, sizeof id, &err);
   bank_episode_authenticate(a, "NVC10001", &err);
   a->confirmation_given = 1;
+  // The kept clock follows fixture SQL and forgets a rolled-back date.
+  CHECK(bank_episode_today(a, today, &err) == 0 && strcmp(today, BANK_DEFAULT_TODAY) == 0, "clock: %s", today);
+  CHECK(bank_episode_exec(a, "UPDATE clock SET today = '2027-01-15'", &err) == 0 &&
+            bank_episode_today(a, today, &err) == 0 && strcmp(today, "2027-01-15") == 0,
+        "clock after fixture SQL: %s", today);
   BankEpisode *first = a;
   bank_pool_release(a);
   CHECK(bank_pool_acquire(pool, &a, &err) == 0 && a == first, "the released connection is reused");
+  CHECK(bank_episode_today(a, today, &err) == 0 && strcmp(today, BANK_DEFAULT_TODAY) == 0,
+        "the reused copy's clock is the image's again: %s", today);
   CHECK(sql_int(a, "SELECT sum(balance_paise) FROM accounts") == total, "reused episode sees the image again");
   CHECK(a->customer_id[0] == 0 && a->confirmation_given == 0 && a->num_calls == 0, "session state cleared");
   CHECK(bank_next_id(a, "txn", id, sizeof id, &err) == 0 && strcmp(id, "TXN00001001") == 0, "counters restart: %s", id);

@@ -342,6 +342,7 @@ static char *episode_error(const char *name, const char *arguments_json) {
   ToolResult out;
   env_tool_call(ep, name, arguments, &out);
   cJSON_Delete(arguments);
+  cJSON_Delete(out.json);
   bank_episode_close(ep);
   return out.text;
 }

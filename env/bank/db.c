@@ -4,6 +4,7 @@
 // connection. Also the image seed's population part (bank_image_seed).
 #include "env/bank/db.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,19 @@ uint64_t bank_image_seed_random(uint64_t image_seed) {
   return image_seed >> SEED_POPULATION_SHIFT ? image_seed & SEED_RANDOM_MASK : image_seed;
 }
 
+// An in-memory connection for one thread at a time. NOMUTEX: an image build
+// or an episode is never used by two threads at once (a pool hands a
+// connection to one worker), so SQLite's per-call connection mutex is pure
+// cost. Memory statistics off, once per process and before SQLite starts:
+// they take a global mutex on every allocation; fimi never reads them.
+static pthread_once_t sqlite_setup_once = PTHREAD_ONCE_INIT;
+static void sqlite_setup(void) { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }  // MISUSE if started: then kept on
+
+static int open_memory(sqlite3 **db) {
+  pthread_once(&sqlite_setup_once, sqlite_setup);
+  return sqlite3_open_v2(":memory:", db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+}
+
 static int sql_fail(sqlite3 *db, FimiError *err, const char *what) {
   return fimi_fail(err, "bank database: %s: %s", what, db ? sqlite3_errmsg(db) : "no connection");
 }
@@ -41,7 +55,7 @@ int bank_image_build(uint64_t seed, BankImage *image, FimiError *err) {
     return fimi_fail(err, "bank database: image seed %llu asks for %lld customers; at most %d",
                      (unsigned long long)seed, (long long)customers, BANK_MAX_CUSTOMERS);
   sqlite3 *db = NULL;
-  if (sqlite3_open(":memory:", &db) != SQLITE_OK) {
+  if (open_memory(&db) != SQLITE_OK) {
     sql_fail(db, err, "opening an in-memory database");
     sqlite3_close(db);
     return -1;
@@ -85,6 +99,7 @@ static void log_change(void *arg, int op, const char *dbname, const char *table,
   (void)op;
   (void)dbname;
   BankEpisode *ep = arg;
+  if (strcmp(table, "clock") == 0) ep->today[0] = '\0';
   if (ep->changes_untracked) return;
   int t = 0;
   while (t < ep->num_change_tables && strcmp(ep->change_tables[t], table) != 0) t++;
@@ -117,7 +132,7 @@ int bank_episode_open(const BankImage *image, const KnowledgeBase *kb, BankEpiso
   BankEpisode *ep = fimi_calloc(1, sizeof *ep, err);
   if (!ep) return -1;
   ep->kb = kb;
-  if (sqlite3_open(":memory:", &ep->db) != SQLITE_OK) {
+  if (open_memory(&ep->db) != SQLITE_OK) {
     sql_fail(ep->db, err, "opening an episode connection");
     bank_episode_close(ep);
     return -1;
@@ -137,6 +152,7 @@ int bank_episode_open(const BankImage *image, const KnowledgeBase *kb, BankEpiso
     return -1;
   }
   sqlite3_update_hook(ep->db, log_change, ep);
+  ep->cache_today = 1;
   *out = ep;
   return 0;
 }
@@ -205,10 +221,15 @@ int bank_episode_authenticate(BankEpisode *ep, const char *customer_id, FimiErro
 }
 
 int bank_episode_today(BankEpisode *ep, char out[11], FimiError *err) {
+  if (ep->cache_today && ep->today[0]) {
+    memcpy(out, ep->today, sizeof ep->today);
+    return 0;
+  }
   int rc = query_text(ep, "SELECT today FROM clock WHERE id = 1", NULL, out, 11, err);
   if (rc < 0) return -1;
   int64_t days;
   if (rc == 0 || bank_date_parse(out, &days) != 0) return fimi_fail(err, "bank episode: clock table has no valid date");
+  memcpy(ep->today, out, sizeof ep->today);
   return 0;
 }
 

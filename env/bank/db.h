@@ -103,6 +103,13 @@ typedef struct BankEpisode {
   char *change_tables[BANK_CHANGE_TABLES];
   int num_change_tables;
   int changes_untracked;
+  // bank_episode_today's last answer ("" when unknown), kept only for a
+  // private in-memory copy (cache_today): every tool call reads the clock,
+  // which only a write to the clock table changes there (the change hook
+  // empties it, and so does a pooled copy's rollback). A bank file another
+  // process may write is read every time.
+  char today[11];
+  int cache_today;
 } BankEpisode;
 
 // Builds the seeded population (30 customers by default, more when the

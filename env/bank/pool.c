@@ -43,6 +43,7 @@ static void reset_session(BankEpisode *ep) {
   ep->num_calls = 0;
   ep->num_changes = 0;  // the rollback undid them
   ep->changes_untracked = 0;
+  ep->today[0] = '\0';  // so did it any clock change (no hook sees a rollback)
 }
 
 int bank_pool_acquire(BankPool *pool, BankEpisode **out, FimiError *err) {

@@ -62,7 +62,9 @@ int env_tool_needs_auth(int index) { return tool_at(index, NULL) ? tool_at(index
 void tool_result_free(ToolResult *result) {
   if (!result) return;
   free(result->text);
+  cJSON_Delete(result->json);
   result->text = NULL;
+  result->json = NULL;
 }
 
 // ---- validation -------------------------------------------------------------
@@ -222,10 +224,17 @@ static void record_call(BankEpisode *ep, const char *name, const cJSON *argument
   ep->num_calls++;
 }
 
-static void finish(ToolResult *out, ToolCtx *c, int ok) {
-  out->ok = ok;
-  out->text = ok ? cJSON_PrintUnformatted(c->result) : strdup(c->error);
-  if (!out->text) out->ok = 0;
+// A success hands the result object to the caller (printed too when
+// want_text); a failure gives the error text.
+static void finish(ToolResult *out, ToolCtx *c, int ok, int want_text) {
+  if (ok && (!want_text || (out->text = cJSON_PrintUnformatted(c->result)) != NULL)) {
+    out->ok = 1;
+    out->json = c->result;
+    c->result = NULL;
+    return;
+  }
+  out->ok = 0;
+  out->text = ok ? strdup("Error: out of memory") : strdup(c->error);
 }
 
 // Runs a parameterless statement through the statement cache.
@@ -246,10 +255,11 @@ static int run_handler(ToolCtx *c) {
   return rc;
 }
 
-int env_tool_call(BankEpisode *ep, const char *name, const cJSON *arguments, ToolResult *out) {
+static int call_tool(BankEpisode *ep, const char *name, const cJSON *arguments, ToolResult *out, int want_text) {
   ToolCtx *c = calloc(1, sizeof *c);  // ~1 KB: keep it off small stacks
   out->ok = 0;
   out->text = NULL;
+  out->json = NULL;
   if (!c) {
     out->text = strdup("Error: out of memory");
     return 0;
@@ -280,11 +290,19 @@ int env_tool_call(BankEpisode *ep, const char *name, const cJSON *arguments, Too
       if (c->used_confirmation) ep->confirmation_given = 0;
     }
   }
-  finish(out, c, ok);
+  finish(out, c, ok, want_text);
   record_call(ep, name, arguments, out->ok);
   cJSON_Delete(c->result);
   free(c);
   return out->ok;
+}
+
+int env_tool_call(BankEpisode *ep, const char *name, const cJSON *arguments, ToolResult *out) {
+  return call_tool(ep, name, arguments, out, 1);
+}
+
+int env_tool_call_json(BankEpisode *ep, const char *name, const cJSON *arguments, ToolResult *out) {
+  return call_tool(ep, name, arguments, out, 0);
 }
 
 // ---- schemas and docs -------------------------------------------------------

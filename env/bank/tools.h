@@ -16,14 +16,19 @@
 #include "env/bank/db.h"
 
 typedef struct ToolResult {
-  int ok;      // 1: text is the result as compact JSON; 0: text is "Error: ..."
-  char *text;  // malloc'd; free with tool_result_free
+  int ok;       // 1: the call succeeded, json is its result; 0: text is "Error: ..."
+  char *text;   // the result as compact JSON (ok) or the error; malloc'd
+  cJSON *json;  // ok: the result object (owned); else NULL. Free both with tool_result_free
 } ToolResult;
 
 // Runs tool `name` with `arguments` (a JSON object; NULL means {}) against
 // the episode. Always fills *out (out->text is never NULL unless memory ran
 // out) and appends the call to ep->calls. Returns out->ok.
 int env_tool_call(BankEpisode *ep, const char *name, const cJSON *arguments, ToolResult *out);
+// The same without printing a successful result: out->text stays NULL when
+// out->ok (an episode renders the object in the model's syntax, the gold
+// replay reads values from it: neither needs the compact text).
+int env_tool_call_json(BankEpisode *ep, const char *name, const cJSON *arguments, ToolResult *out);
 void tool_result_free(ToolResult *result);
 
 // The catalog, in a fixed order.
