@@ -536,12 +536,7 @@ static int gen_balance_enquiry(const TaskGenContext *ctx, uint64_t seed, Task *t
   snprintf(args, sizeof args, "{\"account_ids\":[\"%s\"]}", row[1]);
   int step = task_add_gold(t, "get_account_balance", args, "account_ids", 0, err);
   if (step < 0 || task_add_communicate(t, "balance", step, "balances.0.balance", err)) return -1;
-  // The account's product names the variant: a lookup, as the pick's SQL is
-  // the shared FAM_SQL_ACTIVE_ACCOUNT.
-  char type[1][TASK_GEN_COL_MAX];
-  const char *account[] = {row[1], NULL};
-  FAM_TRY(task_gen_first(ctx, "SELECT account_type FROM accounts WHERE account_id = ?", account, 1, type, err));
-  FAM_TRY(fam_variant(t, err, type[0]));
+  FAM_TRY(fam_account_variant(ctx, t, row[1], err));
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 12;
   return 0;

@@ -22,16 +22,6 @@ static const char *const PERSONAS[] = {
     "first-time investor, a little nervous", "farmer's son handling the family's savings"};
 #define NP ((int)(sizeof PERSONAS / sizeof PERSONAS[0]))
 
-// Records the account's type ("savings" or "current") as the variant. A
-// lookup, not a wider SELECT, for generators that pick with a shared SQL
-// macro; it draws nothing, so the task stays as the seed made it.
-static int account_variant(const TaskGenContext *ctx, Task *t, const char *account_id, FimiError *err) {
-  char type[1][TASK_GEN_COL_MAX];
-  const char *binds[] = {account_id, NULL};
-  FAM_TRY(task_gen_first(ctx, "SELECT account_type FROM accounts WHERE account_id = ?", binds, 1, type, err));
-  return fam_variant(t, err, type[0]);
-}
-
 // Records the loan's type as the variant, named as the `variants` lists
 // name loans ("personal" -> "personal_loan").
 static int loan_variant(Task *t, const char *loan_type, FimiError *err) {
@@ -613,7 +603,7 @@ static int gen_fd_paper(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiE
       task_add_assertion(t, "The agent checks the balance before booking the deposit.", TASK_RULE_CALLED_BEFORE,
                          rule_before, err))
     return -1;
-  if (account_variant(ctx, t, row[1], err) != 0) return -1;
+  if (fam_account_variant(ctx, t, row[1], err) != 0) return -1;
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 24;
   return 0;
@@ -729,7 +719,7 @@ static int gen_fd_planner(const TaskGenContext *ctx, uint64_t seed, Task *t, Fim
       task_add_communicate(t, "fd_id", create, "fd_id", err) ||
       fam_assert_rule(t, "The agent shows the maturity before booking.", TASK_RULE_CALLED_BEFORE, "calculate_fd_maturity",
                   "create_fd", err) ||
-      account_variant(ctx, t, row[1], err) != 0)
+      fam_account_variant(ctx, t, row[1], err) != 0)
     return -1;
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 30;

@@ -106,6 +106,13 @@ int fam_variant(Task *t, FimiError *err, const char *prefix) {
   return task_set(&t->variant, err, "%s/%s", prefix, t->family);
 }
 
+int fam_account_variant(const TaskGenContext *ctx, Task *t, const char *account_id, FimiError *err) {
+  char type[1][TASK_GEN_COL_MAX];
+  const char *binds[] = {account_id, NULL};
+  if (task_gen_first(ctx, "SELECT account_type FROM accounts WHERE account_id = ?", binds, 1, type, err) != 0) return -1;
+  return fam_variant(t, err, type[0]);
+}
+
 void fam_rupees(int64_t paise, char out[32]) {
   snprintf(out, 32, "%s%lld.%02lld", paise < 0 ? "-" : "", (long long)(paise < 0 ? -paise : paise) / 100,
            (long long)(paise < 0 ? -paise : paise) % 100);

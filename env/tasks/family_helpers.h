@@ -104,6 +104,12 @@ void fam_finish(Task *task, int checks);
 // one of the family's TaskFamily.variants).
 int fam_variant(Task *task, FimiError *err, const char *prefix);
 
+// Records the account's type ("savings" or "current") as the variant: a
+// lookup for generators that pick with a shared SQL macro (such as
+// FAM_SQL_ACTIVE_ACCOUNT); it draws nothing, so the task stays as the seed
+// made it.
+int fam_account_variant(const TaskGenContext *ctx, Task *task, const char *account_id, FimiError *err);
+
 // Rupees with two decimals from integer paise, e.g. 12345 -> "123.45".
 void fam_rupees(int64_t paise, char out[32]);
 
