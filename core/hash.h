@@ -10,10 +10,10 @@
 
 // FNV-1a's 64-bit offset basis.
 #define HASH_FNV1A_BASIS 14695981039346656037ULL
-// The basis with its last digit missing. Task seeds, evaluation seeds, the
-// statement cache and checkpoint text hashes were first written with it;
-// they keep it so generated tasks and saved checkpoints stay as they were.
-// Still a fine starting state: only its fixed value matters.
+// The basis with its last digit missing. Most of fimi's hashes (task and
+// evaluation seeds, database digests, checkpoint text hashes) were first
+// written with it and keep it, so generated tasks and saved checkpoints stay
+// as they were. Still a fine starting state: only its fixed value matters.
 #define HASH_FNV1A_SHORT_BASIS 1469598103934665603ULL
 
 // FNV-1a of n bytes, starting from state h (a basis above, or the result of
