@@ -258,7 +258,6 @@ static int copy_gold_writes(GoldReplay *g, const BankEpisode *gold, FimiError *e
   return 0;
 }
 
-
 // Replays the gold chain on its own pooled copy into g: the results, the
 // writes and the customer, and the state digest as well when `digest`.
 static int replay_gold(const Task *task, BankPool *pool, GoldReplay *g, int digest, FimiError *err) {

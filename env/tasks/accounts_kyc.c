@@ -40,7 +40,6 @@ static int gen_kyc_status_check(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(fam_replay_text(ctx, t, s, "rekyc_due_date", due, sizeof due, err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the re-KYC due date.", TASK_RULE_MENTIONS_ANY, due, NULL));
   FAM_TRY(fam_assert(t, err, "The agent does not change anything.", TASK_RULE_NOT_CALLED, "submit_rekyc", NULL));
-  FAM_TRY(fam_variant(t, err, "kyc"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -127,7 +126,6 @@ static int gen_email_update(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(fam_gold(t, err, "update_contact", "email", 0, "{\"email\":\"%s\"}", email));
   FAM_TRY(fam_assert(t, err, "The agent does not change the mobile number.", TASK_RULE_MENTIONS_NONE, "mobile updated",
                    NULL));
-  FAM_TRY(fam_variant(t, err, "email"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -184,7 +182,6 @@ static int gen_transfer_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Ta
                    "transfer_funds", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that re-KYC must be completed first.", TASK_RULE_MENTIONS_ANY, "KYC",
                    NULL));
-  FAM_TRY(fam_variant(t, err, "neft"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -271,7 +268,6 @@ static int gen_new_payee_neft(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "balance after the transfer", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent registers the payee before sending money.", TASK_RULE_CALLED_BEFORE,
                    "add_beneficiary", "transfer_funds", NULL));
-  FAM_TRY(fam_variant(t, err, "neft"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -309,7 +305,6 @@ static int gen_imps_with_charge(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "transfer reference", s, "reference", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer the IMPS charge before sending.", TASK_RULE_MENTIONS_ANY,
                    "5.90", NULL));
-  FAM_TRY(fam_variant(t, err, "imps"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -361,7 +356,6 @@ static int gen_rekyc_then_transfer(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(task_add_communicate(t, "balance after the transfer", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent completes re-KYC before the transfer.", TASK_RULE_CALLED_BEFORE, "submit_rekyc",
                    "transfer_funds", NULL));
-  FAM_TRY(fam_variant(t, err, "neft"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -388,7 +382,6 @@ static int gen_upi_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The agent does not attempt a UPI transfer above the daily limit.", TASK_RULE_NOT_CALLED,
                    "transfer_funds", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the UPI limit.", TASK_RULE_MENTIONS_ANY, "limit", NULL));
-  FAM_TRY(fam_variant(t, err, "upi"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -513,7 +506,6 @@ static int gen_payee_cleanup(const TaskGenContext *ctx, uint64_t seed, Task *t, 
   FAM_TRY(fam_gold(t, err, "delete_beneficiary", "beneficiary_id", 0, "{\"beneficiary_id\":\"%s\"}", c[1]));
   FAM_TRY(fam_assert(t, err, "The agent looks up the payee before deleting it.", TASK_RULE_CALLED_BEFORE,
                    "list_beneficiaries", "delete_beneficiary", NULL));
-  FAM_TRY(fam_variant(t, err, "beneficiary"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -569,7 +561,6 @@ static int gen_imps_over_limit(const TaskGenContext *ctx, uint64_t seed, Task *t
       fam_assert_rule(t, "The agent explains that the amount is above the limit.", TASK_RULE_MENTIONS_ANY, "limit", NULL,
                   err))
     return -1;
-  FAM_TRY(fam_variant(t, err, "imps"));
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 14;
   return 0;
@@ -579,8 +570,9 @@ const TaskFamily fam_imps_over_limit = {"imps_over_limit", TASK_USE_ACCOUNTS_KYC
     TASK_FAMILY_CHANNELS, "imps"};
 
 // slice: TASK_SLICE_SHALLOW or _DEEP; flags: TASK_FAMILY_*; variants: comma-separated prefixes.
-// Every family of this file records the variant its task instantiates
-// (fam_variant) and, its gold chain starting with verify_customer, takes the
+// Every family of this file names the variant its task instantiates (a
+// one-product family's is recorded by task_generate, the others' with
+// fam_variant) and, its gold chain starting with verify_customer, takes the
 // app channel too (TASK_FAMILY_CHANNELS).
 #define FAMILY(var, name, kind, slice, flags, variants, summary) \
   const TaskFamily var = {#name, TASK_USE_ACCOUNTS_KYC, kind, summary, gen_##name, slice, flags, variants};
@@ -662,7 +654,6 @@ static int gen_rtgs_below_minimum(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_gold(t, err, "get_transfer_limits", "", 0, "{}"));
   FAM_TRY(fam_assert(t, err, "The agent does not send money below the RTGS minimum.", TASK_RULE_NOT_CALLED,
                    "transfer_funds", NULL));
-  FAM_TRY(fam_variant(t, err, "rtgs"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }

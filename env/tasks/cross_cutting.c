@@ -304,7 +304,6 @@ static int gen_request_escalate(const TaskGenContext *ctx, uint64_t seed, Task *
                    "get_service_request_status", "transfer_to_human_agent", NULL));
   FAM_TRY(fam_assert(t, err, "The conversation ends with a hand-off to a human.", TASK_RULE_END_IS, "transfer", NULL));
   t->expected_end = TASK_END_TRANSFER;
-  FAM_TRY(fam_variant(t, err, "service_request"));
   // The db check leaves free-text columns out (env/episode.c), so the
   // wording of the description or reason does not decide it.
   fam_finish(t, FAM_CHECKS_WORK);
@@ -390,9 +389,9 @@ static int gen_recovery_complaint(const TaskGenContext *ctx, uint64_t seed, Task
   t->checks = FAM_CHECKS_WORK;
   t->expected_end = TASK_END_TRANSFER;
   t->max_turns = 8;
-  // The caller is a borrower harassed over a personal loan's recovery.
-  return fam_variant(t, err, "personal_loan");
+  return 0;
 }
+// One variant: the caller is a borrower harassed over a personal loan's recovery.
 const TaskFamily fam_recovery_complaint = {"recovery_complaint", TASK_USE_CROSS_CUTTING, TASK_KIND_EDGE,
                                               "Harassment complaint: hand off to a human.", gen_recovery_complaint, TASK_SLICE_SHALLOW, 0,
     "personal_loan"};
@@ -430,9 +429,9 @@ static int gen_lost_card_reissue(const TaskGenContext *ctx, uint64_t seed, Task 
   t->checks = FAM_CHECKS_WORK;
   t->kind = TASK_KIND_TOOLS;
   t->max_turns = 16;
-  // Debit cards only: the reasons name one and only its reissue is charged.
-  return fam_variant(t, err, "debit");
+  return 0;
 }
+// One variant: debit cards only (the reasons name one, and only its reissue is charged).
 const TaskFamily fam_lost_card_reissue = {"lost_card_reissue", TASK_USE_CROSS_CUTTING, TASK_KIND_TOOLS,
                                              "Block a lost debit card and reissue it after consent to the charge.",
                                              gen_lost_card_reissue, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS,

@@ -55,7 +55,6 @@ static int gen_fd_maturity_quote(const TaskGenContext *ctx, uint64_t seed, Task 
   FAM_TRY(task_add_communicate(t, "interest", s, "interest", err));
   FAM_TRY(fam_assert(t, err, "The agent only quotes and does not book a deposit.", TASK_RULE_NOT_CALLED, "create_fd",
                    NULL));
-  FAM_TRY(fam_variant(t, err, "fd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -96,7 +95,6 @@ static int gen_rd_open(const TaskGenContext *ctx, uint64_t seed, Task *t, FimiEr
   FAM_TRY(task_add_communicate(t, "maturity_amount", s, "maturity_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent quotes the maturity before opening the RD.", TASK_RULE_CALLED_BEFORE,
                    "calculate_rd_maturity", "create_rd", NULL));
-  FAM_TRY(fam_variant(t, err, "rd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -136,7 +134,6 @@ static int gen_rd_break_penalty(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(task_add_communicate(t, "payout_amount", s, "payout_amount", err));
   FAM_TRY(task_add_communicate(t, "balance after the payout", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent tells the customer about the penalty.", TASK_RULE_MENTIONS_ANY, "penalty", NULL));
-  FAM_TRY(fam_variant(t, err, "rd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -159,7 +156,6 @@ static int gen_fd_break_declined(const TaskGenContext *ctx, uint64_t seed, Task 
                    TASK_RULE_NOT_CALLED, "close_fd_premature", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the premature-closure penalty.", TASK_RULE_MENTIONS_ANY, "penalty",
                    NULL));
-  FAM_TRY(fam_variant(t, err, "fd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -220,7 +216,6 @@ static int gen_loan_emi_check(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "emi", s, "emi", err));
   FAM_TRY(task_add_communicate(t, "total_interest", s, "total_interest", err));
   FAM_TRY(fam_assert(t, err, "The agent does not apply for the loan.", TASK_RULE_NOT_CALLED, "apply_loan", NULL));
-  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -258,7 +253,6 @@ static int gen_personal_loan_apply(const TaskGenContext *ctx, uint64_t seed, Tas
   FAM_TRY(task_add_communicate(t, "emi", s, "emi", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before applying.", TASK_RULE_CALLED_BEFORE,
                    "check_loan_eligibility", "apply_loan", NULL));
-  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -289,7 +283,6 @@ static int gen_loan_low_score(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The agent does not apply for a loan the customer is not eligible for.",
                    TASK_RULE_NOT_CALLED, "apply_loan", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the credit score rule.", TASK_RULE_MENTIONS_ANY, "credit score", NULL));
-  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -439,7 +432,6 @@ static int gen_gold_loan_book(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(task_add_communicate(t, "balance after disbursal", b, "balances.0.balance", err));
   FAM_TRY(fam_assert(t, err, "The agent values the gold before booking the loan.", TASK_RULE_CALLED_BEFORE,
                    "get_gold_loan_quote", "apply_gold_loan", NULL));
-  FAM_TRY(fam_variant(t, err, "gold_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -472,7 +464,6 @@ static int gen_gold_loan_over_ltv(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent does not book a loan above 75% of the gold value.", TASK_RULE_NOT_CALLED,
                    "apply_gold_loan", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the 75% loan-to-value cap.", TASK_RULE_MENTIONS_ANY, "75%", NULL));
-  FAM_TRY(fam_variant(t, err, "gold_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -505,8 +496,6 @@ static int gen_deposit_rates_compare(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(task_add_communicate(t, "FD maturity", f, "maturity_amount", err));
   FAM_TRY(task_add_communicate(t, "RD maturity", r, "maturity_amount", err));
   FAM_TRY(fam_assert(t, err, "The agent does not open any deposit.", TASK_RULE_NOT_CALLED, "create_fd", NULL));
-  // Every task weighs an FD against an RD and reads the FD rates: one variant.
-  FAM_TRY(fam_variant(t, err, "fd"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -671,8 +660,7 @@ static int gen_fd_premature_close(const TaskGenContext *ctx, uint64_t seed, Task
   int close = task_add_gold(t, "close_fd_premature", args, "fd_id", 1, err);
   if (close < 0 || task_add_confirm(t, "the premature closure penalty on the interest", -1, NULL, err) ||
       task_add_communicate(t, "payout", close, "payout_amount", err) ||
-      fam_assert_rule(t, "The agent asks for consent before closing.", TASK_RULE_MENTIONS_ANY, "penalty", NULL, err) ||
-      fam_variant(t, err, "fd") != 0)
+      fam_assert_rule(t, "The agent asks for consent before closing.", TASK_RULE_MENTIONS_ANY, "penalty", NULL, err))
     return -1;
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 16;
@@ -747,6 +735,7 @@ FAMILY(fam_loan_foreclose_planner, loan_foreclose_planner, TASK_KIND_SEQ, TASK_S
        "7 steps: loans, details, quote, balance, foreclose, loans")
 FAMILY(fam_gold_loan_book, gold_loan_book, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "gold_loan", "gold valuation, gold loan with fee, balance")
 FAMILY(fam_gold_loan_over_ltv, gold_loan_over_ltv, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, 0, "gold_loan", "gold loan above 75% LTV: quote, refuse")
+// One variant: every task weighs an FD against an RD and reads the FD rates.
 FAMILY(fam_deposit_rates_compare, deposit_rates_compare, TASK_KIND_TOOLS, TASK_SLICE_SHALLOW, 0, "fd", "FD lump sum against RD, with rates")
 FAMILY(fam_fd_ladder, fd_ladder, TASK_KIND_SEQ, TASK_SLICE_DEEP, TASK_FAMILY_CHANNELS, "savings,current", "8 steps: balance, rates, three FDs, list, balance")
 
@@ -1031,7 +1020,6 @@ static int gen_loan_over_income(const TaskGenContext *ctx, uint64_t seed, Task *
   if (strcmp(eligible, "false") != 0) return fimi_fail(err, "loan_over_income: customer %s is eligible", c[0]);
   FAM_TRY(fam_assert(t, err, "The agent does not apply for a loan the income cannot carry.", TASK_RULE_NOT_CALLED,
                    "apply_loan", NULL));
-  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -1060,7 +1048,6 @@ static int gen_prepay_too_early(const TaskGenContext *ctx, uint64_t seed, Task *
   FAM_TRY(fam_gold(t, err, "get_loan_details", "loan_id", 0, "{\"loan_id\":\"%s\"}", c[1]));
   FAM_TRY(fam_assert(t, err, "The agent does not prepay before 6 EMIs are paid.", TASK_RULE_NOT_CALLED, "prepay_loan",
                    NULL));
-  FAM_TRY(fam_variant(t, err, "personal_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -1160,7 +1147,6 @@ static int gen_foreclose_short_funds(const TaskGenContext *ctx, uint64_t seed, T
   FAM_TRY(fam_gold(t, err, "get_account_balance", "account_ids", 0, "{\"account_ids\":[\"%s\"]}", c[2]));
   FAM_TRY(fam_assert(t, err, "The agent does not foreclose a loan the account cannot pay.", TASK_RULE_NOT_CALLED,
                    "foreclose_loan", NULL));
-  FAM_TRY(fam_variant(t, err, "home_loan"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }

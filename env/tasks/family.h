@@ -62,8 +62,9 @@ typedef struct TaskFamily {
   // The family's named variants: its product and channel prefixes,
   // comma-separated ("savings,current"); variant i is named "<prefix>/<name>"
   // (task_family_variant), and with TASK_FAMILY_CHANNELS each has an
-  // "app_<prefix>/<name>" twin. Generators record the one a task
-  // instantiates in Task.variant (fam_variant).
+  // "app_<prefix>/<name>" twin. A task names the one it instantiates in
+  // Task.variant: task_generate records a one-product family's, a generator
+  // with several products records the one it picked (fam_variant).
   const char *variants;
 } TaskFamily;
 

@@ -49,7 +49,6 @@ static int gen_pmjjby_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, F
   FAM_TRY(task_add_communicate(t, "enrolment_id", s, "enrolment_id", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                    "check_scheme_eligibility", "enroll_scheme", NULL));
-  FAM_TRY(fam_variant(t, err, "pmjjby"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -70,7 +69,6 @@ static int gen_pmjjby_over_age(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(fam_assert(t, err, "The agent does not enrol an ineligible customer.", TASK_RULE_NOT_CALLED, "enroll_scheme",
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains the 18-50 age limit.", TASK_RULE_MENTIONS_ANY, "age", NULL));
-  FAM_TRY(fam_variant(t, err, "pmjjby"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -98,7 +96,6 @@ static int gen_apy_taxpayer(const TaskGenContext *ctx, uint64_t seed, Task *t, F
                    "enroll_scheme", NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that income-tax payers cannot join APY.", TASK_RULE_MENTIONS_ANY,
                    "income-tax", "income tax", "taxpayer", NULL));
-  FAM_TRY(fam_variant(t, err, "apy"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -130,7 +127,6 @@ static int gen_apy_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, Fimi
   FAM_TRY(task_add_communicate(t, "enrolment_id", s, "enrolment_id", err));
   FAM_TRY(fam_assert(t, err, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                    "check_scheme_eligibility", "enroll_scheme", NULL));
-  FAM_TRY(fam_variant(t, err, "apy"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -189,7 +185,6 @@ static int gen_tds_certificate(const TaskGenContext *ctx, uint64_t seed, Task *t
   FAM_TRY(task_add_communicate(t, "total_tds", s, "total_tds", err));
   FAM_TRY(fam_assert(t, err, "The agent does not submit a tax form unasked.", TASK_RULE_NOT_CALLED,
                    "submit_form_15g_15h", NULL));
-  FAM_TRY(fam_variant(t, err, "fd"));  // TDS is only cut on fixed deposits (tds_records.deposit_id)
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -213,7 +208,6 @@ static int gen_scheme_kyc_expired(const TaskGenContext *ctx, uint64_t seed, Task
   FAM_TRY(fam_assert(t, err, "The agent does not enrol while KYC is expired.", TASK_RULE_NOT_CALLED, "enroll_scheme",
                    NULL));
   FAM_TRY(fam_assert(t, err, "The agent explains that KYC must be updated first.", TASK_RULE_MENTIONS_ANY, "KYC", NULL));
-  FAM_TRY(fam_variant(t, err, "pmsby"));
   fam_finish(t, FAM_CHECKS_WORK);
   return 0;
 }
@@ -242,7 +236,6 @@ static int gen_tax_filing_oos(const TaskGenContext *ctx, uint64_t seed, Task *t,
   FAM_TRY(fam_assert(t, err, "The conversation ends with the rest out of scope.", TASK_RULE_END_IS, "out_of_scope",
                    NULL));
   t->expected_end = TASK_END_OUT_OF_SCOPE;
-  FAM_TRY(fam_variant(t, err, "fd"));  // TDS is only cut on fixed deposits
   fam_finish(t, FAM_CHECKS_SAID);
   return 0;
 }
@@ -279,7 +272,6 @@ static int gen_pmsby_enrol(const TaskGenContext *ctx, uint64_t seed, Task *t, Fi
       fam_assert_rule(t, "The agent checks eligibility before enrolling.", TASK_RULE_CALLED_BEFORE,
                   "check_scheme_eligibility", "enroll_scheme", err))
     return -1;
-  FAM_TRY(fam_variant(t, err, "pmsby"));
   t->checks = FAM_CHECKS_WORK;
   t->max_turns = 14;
   return 0;
@@ -296,8 +288,10 @@ FAMILY(fam_pmjjby_over_age, pmjjby_over_age, TASK_KIND_EDGE, TASK_SLICE_SHALLOW,
 FAMILY(fam_apy_taxpayer, apy_taxpayer, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "apy", "APY for an income-tax payer: check, refuse")
 FAMILY(fam_apy_enrol, apy_enrol, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "apy", "APY eligibility and enrolment with a chosen pension")
 FAMILY(fam_form_15g_15h, form_15g_15h, TASK_KIND_SEQ, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "15g,15h", "TDS certificate, then Form 15G or 15H by age")
+// TDS is only cut on fixed deposits (tds_records.deposit_id): one variant, fd.
 FAMILY(fam_tds_certificate, tds_certificate, TASK_KIND_HAPPY, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "fd", "interest and TDS of a financial year")
 FAMILY(fam_scheme_kyc_expired, scheme_kyc_expired, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "pmsby", "scheme enrolment with expired KYC: refuse")
+// The same for the filing refusal: the TDS figures it reads are of fixed deposits.
 FAMILY(fam_tax_filing_oos, tax_filing_oos, TASK_KIND_EDGE, TASK_SLICE_SHALLOW, TASK_FAMILY_CHANNELS, "fd", "TDS figures, filing the return: out of scope")
 
 // ==== second round (the deep slice) ===========================================

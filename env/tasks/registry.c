@@ -201,6 +201,13 @@ static int move_to_app(Task *t, FimiError *err) {
   return 0;
 }
 
+// A family that lists one product records it for the generator; a family
+// with several records the one it picked (fam_variant).
+static int single_product(const TaskFamily *family, Task *t, FimiError *err) {
+  if (t->variant || product_count(family) != 1) return 0;
+  return task_set(&t->variant, err, "%s/%s", family->variants, family->name);
+}
+
 // The seed's channel: the app for about half the seeds of a channel family.
 static int app_channel(const TaskFamily *family, uint64_t seed) {
   if (!(family->flags & TASK_FAMILY_CHANNELS)) return 0;
@@ -215,7 +222,8 @@ int task_generate(const TaskGenContext *ctx, const TaskFamily *family, uint64_t 
   out->use_case = family->use_case;
   out->image_seed = ctx->image_seed;
   if (task_set(&out->family, err, "%s", family->name) != 0) return -1;
-  if (family->generate(ctx, seed, out, err) != 0 || (app_channel(family, seed) && move_to_app(out, err) != 0)) {
+  if (family->generate(ctx, seed, out, err) != 0 || single_product(family, out, err) != 0 ||
+      (app_channel(family, seed) && move_to_app(out, err) != 0)) {
     fimi_fail_wrap(err, "family %s, seed %llu", family->name, (unsigned long long)seed);
     task_free(out);
     return -1;
