@@ -179,14 +179,15 @@ static int make_task(const TaskGenContext *ctx, const char *family, uint64_t see
 }
 
 // The first task of the family from `seed` on that comes by call (verify
-// first): the tests below script the verification or its absence.
-static int make_call_task(const TaskGenContext *ctx, const char *family, uint64_t seed, Task *t) {
+// first; app = 0) or from the logged-in app (app = 1): tests script the
+// verification or its absence.
+static int make_channel_task(const TaskGenContext *ctx, const char *family, uint64_t seed, int app, Task *t) {
   for (uint64_t s = seed; s < seed + 64; s++) {
     if (make_task(ctx, family, s, t) != 0) return -1;
-    if (!t->authenticated) return 0;
+    if ((t->authenticated != NULL) == app) return 0;
     task_free(t);
   }
-  CHECK(0, "%s: no call-channel task in 64 seeds from %llu", family, (unsigned long long)seed);
+  CHECK(0, "%s: no %s-channel task in 64 seeds from %llu", family, app ? "app" : "call", (unsigned long long)seed);
   return -1;
 }
 
@@ -195,7 +196,7 @@ static void test_perturbations(const TaskGenContext *ctx, EnvWorld *world) {
   Script s;
   RewardBreakdown r;
   // Eight gold steps; swap two adjacent reads (rates and maturity calc: 4, 5).
-  if (make_call_task(ctx, "fd_planner", 3, &t) != 0) return;
+  if (make_channel_task(ctx, "fd_planner", 3, 0, &t) != 0) return;
   CHECK(t.num_gold == 8, "fd_planner has %d steps", t.num_gold);
   t.checks = TASK_CHECK_ALL;  // the family declares seq+db; all four test the weights
   script_default(&t, &s);
@@ -264,7 +265,7 @@ static void test_perturbations(const TaskGenContext *ctx, EnvWorld *world) {
 
 static void test_budget_and_errors(const TaskGenContext *ctx, EnvWorld *world) {
   Task t;
-  if (make_call_task(ctx, "balance_enquiry", 1, &t) != 0) return;
+  if (make_channel_task(ctx, "balance_enquiry", 1, 0, &t) != 0) return;
   t.max_turns = 4;
   FimiError err = {0};
   EnvEpisode *ep = NULL;
@@ -737,14 +738,7 @@ static void test_gold_cache(const TaskGenContext *ctx, EnvWorld *world) {
 static void test_app_channel(const TaskGenContext *ctx, EnvWorld *world) {
   FimiError err = {0};
   Task t;
-  int found = 0;
-  for (uint64_t seed = 1; seed < 40 && !found; seed++) {
-    if (make_task(ctx, "rtgs_transfer", seed, &t) != 0) return;
-    found = t.authenticated != NULL;
-    if (!found) task_free(&t);
-  }
-  CHECK(found, "no app-channel rtgs_transfer task in 39 seeds");
-  if (!found) return;
+  if (make_channel_task(ctx, "rtgs_transfer", 1, 1, &t) != 0) return;
   EnvEpisode *ep = NULL;
   const char *first = NULL;
   char want[128];
