@@ -15,8 +15,8 @@
 // (the only ones that do; the judge only where words are the point, every
 // other task seq+db);
 // named variants are unique, every task names one of its family's variants
-// and every variant occurs; a
-// channel family's app tasks start logged in without the verify step.
+// and every variant occurs; a channel family's app tasks start logged in
+// without the verify step.
 //
 // FIMI_FAMILIES_SEEDS (default 100) sets the seeds per family;
 // FIMI_FAMILIES_ONLY restricts the run to one family (for debugging).
