@@ -205,7 +205,7 @@ static int move_to_app(Task *t, FimiError *err) {
 // with several records the one it picked (fam_variant).
 static int single_product(const TaskFamily *family, Task *t, FimiError *err) {
   if (t->variant || product_count(family) != 1) return 0;
-  return task_set(&t->variant, err, "%s/%s", family->variants, family->name);
+  return fam_variant(t, err, family->variants);
 }
 
 // The seed's channel: the app for about half the seeds of a channel family.
