@@ -45,6 +45,7 @@
 #include "env/agent_prompt.h"
 #include "env/tasks/task.h"
 #include "env/tasks/family.h"
+#include "kernels/cpu/blas.h"
 #include "model/decode.h"
 #include "model/gemma.h"
 #include "model/weights.h"
@@ -411,6 +412,7 @@ static void generate_mode(const char *dir, int B, int max_new, int rounds, int c
 }
 
 int main(int argc, char **argv) {
+  blas_run_on_better_kernels(argv, 1);  // the kernels fimi itself would run (kernels/cpu/blas.h)
   const char *preset = NULL, *export = NULL, *gen_dir = NULL, *way = "both", *configs = "all";
   int slots[16] = {1, 16, 64}, n_slots = 3, n_tasks = 16, group = 4, turn_tokens = 32, episode_tokens = 96;
   int chunk = 64, batch = 1, max_new = 32, rounds = 3, row_inv = 0, greedy = 0;

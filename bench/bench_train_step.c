@@ -9,7 +9,7 @@
 //
 // Usage: bench_train_step [--preset NAME] [--batch B] [--seq T] [--steps N]
 //                         [--warmup N] [--threads N] [--separate] [--json]
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,11 +75,12 @@ static int one_step(GemmaModel *m, const int *tokens, const int *targets, float 
 }
 
 int main(int argc, char **argv) {
+  blas_run_on_better_kernels(argv, 1);  // the kernels fimi itself would run (kernels/cpu/blas.h)
   Options o;
   if (parse_options(argc, argv, &o)) return 2;
   if (o.threads > 0) {  // both pools: OpenMP for fimi's kernels, OpenBLAS's own for GEMMs
     omp_set_num_threads(o.threads);
-    openblas_set_num_threads(o.threads);
+    blas_set_threads(o.threads);
   }
   FimiError err = {0};
   GemmaConfig cfg;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/device.h"
 
 // The config keys fimi understands today. Later layers (optim, train, dpo,
@@ -333,4 +334,30 @@ int cli_sibling_path(const char *json_path, const char *suffix, char *out, size_
   if ((size_t)snprintf(out, size, "%.*s%s", (int)(cut ? n - 5 : n), json_path, suffix) >= size)
     return fimi_fail(err, "%s: path too long", json_path);
   return 0;
+}
+
+int cli_speaks_for_the_job(void) {
+  static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
+    const char *v = getenv(rank_vars[i]);
+    if (v && *v && strcmp(v, "0")) return 0;
+  }
+  return 1;
+}
+
+void cli_print_blas(FILE *out) {
+  BlasInfo info;
+  blas_info(&info);
+  char line[320];
+  blas_describe(&info, line, sizeof line);
+  fprintf(out, "BLAS: %s\n", line);
+}
+
+void cli_log_blas(void) {
+  if (!cli_speaks_for_the_job() || log_get_level() > LOG_INFO) return;
+  BlasInfo info;
+  blas_info(&info);
+  char line[320];
+  blas_describe(&info, line, sizeof line);
+  log_info("BLAS: %s", line);
 }

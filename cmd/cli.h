@@ -5,6 +5,8 @@
 #ifndef FIMI_CMD_CLI_H
 #define FIMI_CMD_CLI_H
 
+#include <stdio.h>
+
 #include "core/config.h"
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -54,6 +56,14 @@ int cli_get_int(const Config *c, const char *section, const char *key, int *out,
 // the [grpo] budgets, env.catalog and [rollout] (not the sampler, which
 // each reads from its own section).
 int cli_rollout_settings(const Config *c, RolloutConfig *r, int *row_invariant, int *prefill_chunk, FimiError *err);
+
+// 1 for rank 0 of an mpirun or Slurm job, or a process outside one: the one
+// that prints what is the same for every rank.
+int cli_speaks_for_the_job(void);
+// "BLAS: <library>, kernels <set> (<who chose>), <n> threads": fimi info
+// prints it, train and eval log it first (kernels/cpu/blas.h).
+void cli_print_blas(FILE *out);
+void cli_log_blas(void);
 
 struct GemmaConfig;
 // The model architecture named by [model] preset / config_json.

@@ -196,6 +196,7 @@ static int cmd_eval_run(int argc, char **argv) {
     return cli_fail("eval", &err);
   }
   if (a.model && device_require(opts.device, &err) != 0) return cli_fail("eval", &err);
+  if (a.model) cli_log_blas();
   TaskList tasks = {0};
   if (task_list_load(a.tasks, &tasks, &err) != 0) return cli_fail("eval", &err);
   if (tasks.count == 0) {

@@ -10,13 +10,15 @@
 #include "cmd/cli.h"
 #include "core/fileio.h"
 #include "core/json.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/device.h"
 #include "model/gemma_config.h"
 #include "model/safetensors.h"
 
 static void print_build_info(void) {
-  printf("fimi build: CPU backend float32 (OpenBLAS, OpenMP); CUDA backend %s\n",
+  printf("fimi build: CPU backend float32 (BLAS, OpenMP); CUDA backend %s\n",
          cuda_backend_compiled() ? "compiled" : "not compiled");
+  cli_print_blas(stdout);
   int count = cuda_device_count();
   if (count <= 0) {
     printf("CUDA devices: none available on this machine\n");

@@ -781,6 +781,7 @@ int cmd_train(int argc, char **argv) {
   }
   if (cli_load_config(&opts, &err) != 0) return cli_fail("train", &err);
   if (device_require(opts.device, &err) != 0) return cli_fail("train", &err);
+  cli_log_blas();
   if (resume && config_set(&opts.config, "train", "out_dir", resume, "--resume", &err) != 0)
     return cli_fail("train", &err);
   TrainSetup setup;

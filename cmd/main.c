@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
+#include "kernels/cpu/blas.h"
 
 typedef struct Subcommand {
   const char *name;
@@ -36,6 +37,8 @@ static void print_usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  // Before the first GEMM: OpenBLAS's kernels matched to this CPU (blas.h).
+  blas_run_on_better_kernels(argv, cli_speaks_for_the_job());
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     print_usage(stdout);
     return argc < 2 ? CLI_EXIT_USAGE : 0;

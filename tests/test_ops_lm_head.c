@@ -9,7 +9,7 @@
 // per block), and all-skipped batches. The fused forward+backward is checked
 // against forward then backward, including a vocab large enough for blocks
 // of 24 rows, and across thread counts.
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 #include <omp.h>
 #include <stdio.h>
 
@@ -212,7 +212,7 @@ static int lm_head_out_equal(const LmHeadOut *a, const LmHeadOut *b, int N, int 
 
 static void set_threads(int n) {
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  blas_set_threads(n);
 }
 
 static void check_fused(Rng *rng, int N, int C, int V, const int *targets, float softcap) {

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/rng.h"
+#include "kernels/cpu/blas.h"
 #include "optim/clip.h"
 
 #define METRICS_MAX_BYTES ((size_t)1 << 30)
@@ -92,6 +93,21 @@ typedef struct StepRecord {
   int step_skipped, clipped;
 } StepRecord;
 
+// Step 1's line carries what produced the run's CPU numbers: the BLAS, its
+// kernel set, who chose it and its threads (kernels/cpu/blas.h).
+static int add_run_header(cJSON *line) {
+  BlasInfo b;
+  blas_info(&b);
+  cJSON *run = cJSON_AddObjectToObject(line, "run");
+  if (!run || !cJSON_AddStringToObject(run, "blas", b.library) ||
+      !cJSON_AddStringToObject(run, "blas_kernels", b.kernels) ||
+      !cJSON_AddStringToObject(run, "blas_detected", b.detected) ||
+      !cJSON_AddStringToObject(run, "blas_chosen_by", b.chosen_by) ||
+      !cJSON_AddNumberToObject(run, "blas_threads", b.threads))
+    return -1;
+  return 0;
+}
+
 static int write_metrics(FILE *f, const TrainLoopConfig *c, const StepRecord *r, FimiError *err) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return fimi_fail(err, "out of memory writing metrics");
@@ -109,6 +125,10 @@ static int write_metrics(FILE *f, const TrainLoopConfig *c, const StepRecord *r,
   if (!isnan(r->eval_loss)) cJSON_AddNumberToObject(o, "eval_loss", r->eval_loss);
   if (!isnan(r->validation)) cJSON_AddNumberToObject(o, "validation", r->validation);
   if (!isnan(r->validation_start)) cJSON_AddNumberToObject(o, "validation_start", r->validation_start);
+  if (r->step == 1 && add_run_header(o) != 0) {
+    cJSON_Delete(o);
+    return fimi_fail(err, "out of memory writing metrics");
+  }
   if (c->step_metrics && c->step_metrics(c->step_metrics_ctx, r->step, o, err) != 0) {
     cJSON_Delete(o);
     return -1;

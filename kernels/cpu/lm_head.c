@@ -14,7 +14,7 @@
 // backward per block and so skips that recompute. All three walk the same
 // blocks with the same calls, so their results agree bitwise. Rows whose
 // target is outside [0, V) are skipped: logprob 0, lse 0, no gradient.
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

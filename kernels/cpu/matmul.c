@@ -1,7 +1,7 @@
 // kernels/cpu/matmul.c: float32 matmul on the CPU via OpenBLAS (see ops.h).
 // Defines matmul_forward and matmul_backward. Gemma's projections have no
 // bias, so these are plain GEMMs with the PyTorch weight layout (OC, C).
-#include <cblas.h>
+#include "kernels/cpu/blas.h"
 
 #include "kernels/ops.h"
 
