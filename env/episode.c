@@ -4,6 +4,7 @@
 // state and replay its gold chain.
 #include "env/episode.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,7 @@ struct EnvEpisode {
   BankEpisode *bank;
   GoldReplay *gold;       // shared with the world's cache
   char **values;          // resolved task->communicate
+  int *value_known_from;  // per value: first message after a tool result that held it (reward.h)
   char **confirm_values;  // resolved task->confirms ("" when none)
   UserSim sim;
   EnvTurn *turns;
@@ -227,6 +229,7 @@ void env_close(EnvEpisode *ep) {
   if (ep->bank) bank_pool_release(ep->bank);
   gold_replay_release(ep->gold);
   free_list(ep->values, ep->task->num_communicate);
+  free(ep->value_known_from);
   free_list(ep->confirm_values, ep->task->num_confirms);
   for (int i = 0; i < ep->num_turns; i++) free(ep->turns[i].text);
   free(ep->turns);
@@ -333,8 +336,10 @@ static GoldReplay *gold_replay_get(EnvWorld *world, const Task *task, BankPool *
 static int resolve_values(EnvEpisode *ep, FimiError *err) {
   const Task *t = ep->task;
   ep->values = calloc((size_t)t->num_communicate + 1, sizeof(char *));
+  ep->value_known_from = malloc(((size_t)t->num_communicate + 1) * sizeof(int));
+  for (int i = 0; ep->value_known_from && i < t->num_communicate; i++) ep->value_known_from[i] = INT_MAX;
   ep->confirm_values = calloc((size_t)t->num_confirms + 1, sizeof(char *));
-  if (!ep->values || !ep->confirm_values) return fimi_fail(err, "env: out of memory");
+  if (!ep->values || !ep->value_known_from || !ep->confirm_values) return fimi_fail(err, "env: out of memory");
   for (int i = 0; i < t->num_communicate; i++)
     if (!(ep->values[i] = env_resolve_value(ep->gold->results, &t->communicate[i], err)))
       return fimi_fail_wrap(err, "task %s: communicate[%d]", t->id, i);
@@ -392,6 +397,7 @@ static RewardInput reward_input(const EnvEpisode *ep, int db_equal) {
   in.num_messages = ep->num_messages;
   in.values = (const char *const *)ep->values;
   in.num_values = ep->task->num_communicate;
+  in.value_known_from = ep->value_known_from;
   in.db_equal = db_equal;
   in.end = ep->end;
   in.turns = ep->turns_used;
@@ -405,11 +411,8 @@ static int goal_met(const EnvEpisode *ep) {
   const Task *t = ep->task;
   if (t->expected_end == TASK_END_TRANSFER) return 0;
   RewardInput in = reward_input(ep, 0);
-  for (int i = 0; i < t->num_communicate; i++) {
-    int said = 0;
-    for (int m = 0; m < ep->num_messages && !said; m++) said = strstr(ep->messages[m], ep->values[i]) != NULL;
-    if (!said) return 0;
-  }
+  for (int i = 0; i < t->num_communicate; i++)
+    if (!reward_value_said(&in, i)) return 0;
   for (int g = 0; g < t->num_gold; g++) {
     int index = env_tool_index(t->gold[g].name);
     if (!env_tool_writes(index)) continue;
@@ -431,11 +434,20 @@ static int set_obs(EnvEpisode *ep, char *text, FimiError *err) {
   return 0;
 }
 
+// The values to communicate that this successful call's result holds may be
+// said from the next message on (the call's own preamble came before it).
+static void note_values_in_result(EnvEpisode *ep, const cJSON *result) {
+  for (int i = 0; i < ep->task->num_communicate; i++)
+    if (ep->value_known_from[i] == INT_MAX && reward_result_holds(result, ep->values[i]))
+      ep->value_known_from[i] = ep->num_messages;
+}
+
 static int step_tool_call(EnvEpisode *ep, ToolCallParse *parse, EnvObservation *obs, FimiError *err) {
   if (parse->text_len > 0 && push_message(ep, parse->text, parse->text_len, err) != 0) return -1;
   ToolResult r;
   env_tool_call_json(ep->bank, parse->name, parse->arguments, &r);
   if (!r.ok && !r.text) return fimi_fail(err, "env: out of memory running %s", parse->name);
+  if (r.ok) note_values_in_result(ep, r.json);
   char *rendered = NULL;
   if (r.ok) {
     rendered = toolcall_render_result_syntax(ep->syntax, parse->name, r.json, err);

@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,9 +181,23 @@ int reward_rule_met(const TaskAssertion *a, const RewardInput *in) {
   }
 }
 
-static int value_said(const RewardInput *in, const char *value) {
-  for (int i = 0; value && i < in->num_messages; i++)
-    if (in->messages[i] && strstr(in->messages[i], value)) return 1;
+int reward_result_holds(const cJSON *result, const char *value) {
+  if (!result || !value || !*value) return 0;
+  if (cJSON_IsString(result)) return strstr(result->valuestring, value) != NULL;
+  if (cJSON_IsNumber(result) || cJSON_IsBool(result)) {
+    char text[64];  // printed as task_json_scalar_text prints the gold value
+    return cJSON_PrintPreallocated((cJSON *)result, text, sizeof text, 0) && !strcmp(text, value);
+  }
+  for (const cJSON *c = result->child; c; c = c->next)
+    if (reward_result_holds(c, value)) return 1;
+  return 0;
+}
+
+int reward_value_said(const RewardInput *in, int i) {
+  const char *value = in->values[i];
+  if (!value || !in->value_known_from) return 0;
+  for (int m = in->value_known_from[i]; m >= 0 && m < in->num_messages; m++)
+    if (in->messages[m] && strstr(in->messages[m], value)) return 1;
   return 0;
 }
 
@@ -199,7 +214,7 @@ int reward_compute(const RewardInput *in, RewardBreakdown *out, FimiError *err) 
   out->seq_strict = out->lcs == t->num_gold ? out->seq : 0.0;
   out->db = in->db_equal ? 1.0 : 0.0;
   out->num_values = in->num_values;
-  for (int i = 0; i < in->num_values; i++) out->values_said += value_said(in, in->values[i]);
+  for (int i = 0; i < in->num_values; i++) out->values_said += reward_value_said(in, i);
   out->comm = in->num_values ? (double)out->values_said / in->num_values : 1.0;
   out->num_assertions = t->num_assertions;
   for (int i = 0; i < t->num_assertions; i++) out->assertions_met += reward_rule_met(&t->assertions[i], in);

@@ -23,7 +23,7 @@ typedef struct RewardBreakdown {
   double seq_frac;    // |LCS(agent calls, gold)| / |gold|
   double seq_strict;  // seq * [seq_frac == 1]
   double db;          // 1 when the final state equals the gold-replayed state
-  double comm;        // share of required values said verbatim
+  double comm;        // share of required values said verbatim after a tool result held them
   double judge;       // share of assertions met (0 when db declared and failed)
   double total;       // sum_{c in checks} w_c r_c / sum w_c
   double strict_total;  // the same with seq_strict for seq
@@ -44,6 +44,11 @@ typedef struct RewardInput {
   int num_messages;
   const char *const *values;  // resolved required values (task->communicate)
   int num_values;
+  // Per value: the index of the first message that may earn it, the first
+  // one after a successful agent tool call whose result holds the value
+  // (INT_MAX while no result has; NULL: none has). A value recited from
+  // memory earns nothing (FiMI paper section 3.3.1).
+  const int *value_known_from;
   int db_equal;  // final digest == gold digest
   TaskEnd end;
   int turns;
@@ -55,6 +60,13 @@ typedef struct RewardInput {
 int reward_call_matches(const TaskAction *gold, const char *name, const char *arguments_json);
 // Computes the breakdown. Only successful agent calls count for seq.
 int reward_compute(const RewardInput *in, RewardBreakdown *out, FimiError *err);
+// 1 when required value i was said verbatim in a message after a successful
+// agent tool call whose result holds it (the comm check's rule; the
+// simulator's goal uses it too).
+int reward_value_said(const RewardInput *in, int i);
+// 1 when a scalar of a tool's result (a string containing `value`, or a
+// number or bool printing as `value`) holds the value.
+int reward_result_holds(const cJSON *result, const char *value);
 // Checks one assertion's rubric rule against the trajectory (1 met, 0 not).
 int reward_rule_met(const TaskAssertion *a, const RewardInput *in);
 // Case-insensitive substring search.

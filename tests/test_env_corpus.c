@@ -149,6 +149,16 @@ static const char *customer_of(const Task *t) {
   return NULL;
 }
 
+// Two customer-less tasks of one family asking the same gold actions (names
+// and arguments), whatever their wording: one scenario.
+static int same_scenario(const Task *a, const Task *b) {
+  if (strcmp(a->family, b->family) || a->num_gold != b->num_gold) return 0;
+  for (int i = 0; i < a->num_gold; i++)
+    if (strcmp(a->gold[i].name, b->gold[i].name) || !cJSON_Compare(a->gold[i].arguments, b->gold[i].arguments, 1))
+      return 0;
+  return 1;
+}
+
 static void check_disjoint(const Loaded *l) {
   const TaskList *held = &l->split[CORPUS_SPLIT_HELDOUT], *val = &l->split[CORPUS_SPLIT_VALIDATION],
                  *train = &l->split[CORPUS_SPLIT_TRAIN];
@@ -161,12 +171,19 @@ static void check_disjoint(const Loaded *l) {
       same_id += !strcmp(t->id, h->id);
       const char *hc = customer_of(h);
       same_instance += c && hc && !strcmp(c, hc) && !strcmp(t->family, h->family);
+      same_instance += !c && !hc && same_scenario(t, h);
     }
   }
   for (int i = 0; i < val->count; i++)
-    for (int j = 0; j < held->count; j++) same_id += !strcmp(val->tasks[i].id, held->tasks[j].id);
+    for (int j = 0; j < held->count; j++) {
+      const Task *v = &val->tasks[i], *h = &held->tasks[j];
+      same_id += !strcmp(v->id, h->id);
+      same_instance += !customer_of(v) && !customer_of(h) && same_scenario(v, h);
+    }
   CHECK(same_id == 0, "%d tasks in two splits", same_id);
-  CHECK(same_instance == 0, "%d training tasks share a held-out or validation task's customer and family",
+  CHECK(same_instance == 0,
+        "%d training or validation tasks share a held-out (or validation) task's instance: family and customer, "
+        "or family and gold chain when there is no customer",
         same_instance);
   // Every split task is a corpus task.
   int missing = 0;

@@ -105,6 +105,7 @@ typedef struct Script {
   int bump_step;       // add 1000 to this step's principal_amount (-1: none)
   int skip_value;      // leave this required value out of the summary (-1: none)
   int skip_confirm;    // never ask for consent
+  int recite_first;    // say the required values before any call (from memory), not after
 } Script;
 
 static void script_default(const Task *t, Script *s) {
@@ -135,6 +136,12 @@ static int play_script(EnvWorld *world, const Task *t, const Script *s, RewardBr
     snprintf(buf, sizeof buf, "Could you please share your %s?", t->fields[i].name);
     step(ep, buf, &obs);
   }
+  if (s->recite_first) {
+    int len = snprintf(buf, sizeof buf, "From memory:");
+    for (int i = 0; i < t->num_communicate; i++)
+      len += snprintf(buf + len, sizeof buf - (size_t)len, " %s;", env_episode_value(ep, i));
+    if (!obs.done) step(ep, buf, &obs);
+  }
   for (int k = 0; k < s->n && !obs.done; k++) {
     const TaskAction *g = &t->gold[s->order[k]];
     if (g->confirm && !s->skip_confirm) {
@@ -153,7 +160,7 @@ static int play_script(EnvWorld *world, const Task *t, const Script *s, RewardBr
   }
   int len = snprintf(buf, sizeof buf, "Summary:");
   for (int i = 0; i < t->num_communicate; i++)
-    if (i != s->skip_value) len += snprintf(buf + len, sizeof buf - (size_t)len, " %s;", env_episode_value(ep, i));
+    if (i != s->skip_value && !s->recite_first) len += snprintf(buf + len, sizeof buf - (size_t)len, " %s;", env_episode_value(ep, i));
   for (int i = 0; i < t->num_assertions; i++)
     if (t->assertions[i].rule == TASK_RULE_MENTIONS_ANY)
       len += snprintf(buf + len, sizeof buf - (size_t)len, " %s.", t->assertions[i].args[0]);
@@ -229,8 +236,11 @@ static void test_perturbations(const TaskGenContext *ctx, EnvWorld *world) {
   CHECK_CLOSE(r.seq_frac, 4.0 / 5.0, 1e-12, "wrong amount: seq_frac");
   CHECK_CLOSE(r.judge, 0.0, 1e-12, "wrong amount: judge zeroed by the failed db check");
   CHECK(r.db_failed_judge_zeroed == 1 && r.assertions_met == 2, "judge rules were met but zeroed");
-  CHECK_CLOSE(r.total, 0.40 * 0.8 + 0.15 * 1.0, 1e-12, "wrong amount: total = 0.47");
-  CHECK_CLOSE(r.strict_total, 0.15, 1e-12, "wrong amount: strict total");
+  // Of the gold values only the FD id (the same next id) is in the agent's
+  // results: its FD's maturity amount and the balance after it differ.
+  CHECK(r.values_said == 1 && r.num_values == 3, "wrong amount: %d of %d values", r.values_said, r.num_values);
+  CHECK_CLOSE(r.total, 0.40 * 0.8 + 0.15 / 3.0, 1e-12, "wrong amount: total = 0.37");
+  CHECK_CLOSE(r.strict_total, 0.05, 1e-12, "wrong amount: strict total");
   CHECK(r.end == TASK_END_BUDGET, "wrong amount: the customer never sees the goal met");
   t.checks = TASK_CHECK_SEQ | TASK_CHECK_DB;
   play_script(world, &t, &s, &r);
@@ -245,6 +255,17 @@ static void test_perturbations(const TaskGenContext *ctx, EnvWorld *world) {
   CHECK(r.values_said == 2 && r.num_values == 3, "counts");
   CHECK_CLOSE(r.total, 0.40 + 0.25 + 0.15 * 2.0 / 3.0 + 0.20, 1e-12, "missing value: total = 0.95");
   CHECK(r.end == TASK_END_BUDGET, "missing value: no STOP");
+
+  // The values recited before the calls that return them (from memory, as a
+  // policy that learned the rate card would): comm 0, though every value was
+  // said and every call made; said after the calls (below): comm 1.
+  script_default(&t, &s);
+  s.recite_first = 1;
+  play_script(world, &t, &s, &r);
+  CHECK(r.values_said == 0 && r.comm == 0.0, "recited from memory: %d of %d values, comm %g", r.values_said,
+        r.num_values, r.comm);
+  CHECK_CLOSE(r.seq, 1.0, 1e-12, "recited from memory: every call still made");
+  CHECK(r.end == TASK_END_BUDGET, "recited from memory: the customer never sees the goal met");
 
   // Unperturbed script: everything 1 and the customer stops.
   script_default(&t, &s);

@@ -41,7 +41,7 @@ static const struct {
     {"family_balance", "one family at most 3% of the training sample"},
     {"family_coverage", "every sample family with tasks passing relevant_args is in the training sample; every shallow family has held-out tasks"},
     {"use_case_shares", "corpus use-case shares within 1.5 points of the target"},
-    {"disjoint", "no task in two splits; no training task shares a held-out instance"},
+    {"disjoint", "no task in two splits; no training or validation task shares a held-out instance"},
     {"stratified", "each kind's share of the training sample within 2 points of its held-out share"},
 };
 const char *corpus_gate_name(CorpusGate g) { return g < CORPUS_GATE_COUNT ? GATES[g].name : "?"; }
@@ -182,9 +182,24 @@ static int content_hash(Task *t, uint64_t *out, FimiError *err) {
   return 0;
 }
 
+// The gold actions' names and arguments (compact JSON), in order: what a
+// customer-less task asks the bank to do, whatever its wording.
+static int gold_chain_hash(const Task *t, uint64_t *out, FimiError *err) {
+  uint64_t h = 0;
+  for (int i = 0; i < t->num_gold; i++) {
+    char *args = cJSON_PrintUnformatted(t->gold[i].arguments);
+    if (!args) return fimi_fail(err, "corpus: out of memory hashing task %s", t->id ? t->id : "?");
+    h = hash_mix64(h ^ text_hash(t->gold[i].name));
+    h = hash_mix64(h ^ text_hash(args));
+    free(args);
+  }
+  *out = h;
+  return 0;
+}
+
 void corpus_instance_key(const CorpusTask *t, const char *family, char *out, size_t size) {
   if (t->customer[0]) snprintf(out, size, "%s|%s", family, t->customer);
-  else snprintf(out, size, "%s|#%016llx", family, (unsigned long long)t->content);
+  else snprintf(out, size, "%s|gold:%016llx", family, (unsigned long long)t->gold_chain);
 }
 
 static uint64_t instance_hash(const CorpusTask *t, const char *family) {
@@ -274,6 +289,8 @@ typedef struct Builder {
 
 static int push_task(Builder *b, Task *t, int family, uint64_t content, FimiError *err) {
   Corpus *c = b->c;
+  uint64_t gold_chain = 0;
+  if (gold_chain_hash(t, &gold_chain, err) != 0) return -1;
   if (c->count == b->cap) {
     int cap = b->cap ? b->cap * 2 : 4096;
     if (cap > CORPUS_MAX_TASKS) return fimi_fail(err, "corpus: more than %d tasks", CORPUS_MAX_TASKS);
@@ -289,6 +306,7 @@ static int push_task(Builder *b, Task *t, int family, uint64_t content, FimiErro
   ct->content = content;
   ct->relevant_ok = relevant_args_ok(t);
   corpus_task_customer(t, ct->customer);
+  ct->gold_chain = gold_chain;
   return 0;
 }
 
@@ -661,10 +679,10 @@ static void run_checks(Corpus *c, const KeySet *heldout_instances) {
   // disjointness: one split per task by construction; instances recomputed.
   int shared = 0;
   for (int i = 0; i < c->count; i++)
-    if (c->tasks[i].split == CORPUS_SPLIT_TRAIN &&
+    if ((c->tasks[i].split == CORPUS_SPLIT_TRAIN || c->tasks[i].split == CORPUS_SPLIT_VALIDATION) &&
         keyset_has(heldout_instances, instance_hash(&c->tasks[i], c->families[c->tasks[i].family].name)))
       shared++;
-  check(c, CORPUS_GATE_DISJOINT, shared > 0, "%d training tasks share a held-out instance", shared);
+  check(c, CORPUS_GATE_DISJOINT, shared > 0, "%d training or validation tasks share a held-out instance", shared);
   // stratification: kind shares.
   int kt[TASK_KIND_COUNT] = {0}, kh[TASK_KIND_COUNT] = {0};
   for (int i = 0; i < c->count; i++) {

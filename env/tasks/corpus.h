@@ -96,6 +96,7 @@ typedef struct CorpusTask {
   int family;                      // registry index
   uint64_t content;                // hash of the JSON line without the id
   char customer[BANK_ID_MAX];      // "" when the task has no customer
+  uint64_t gold_chain;             // hash of the gold actions (names and arguments): a scenario
   int relevant_ok;                 // passes the relevant_args gate (training sample only)
   CorpusSplit split;
 } CorpusTask;
@@ -134,7 +135,9 @@ int corpus_build(const CorpusConfig *config, Corpus *out, FimiError *err);
 void corpus_free(Corpus *corpus);
 
 // The instance a task belongs to for disjointness: its family and customer
-// ("family|customer"), or its family and content for tasks without one.
+// ("family|customer"), or for tasks without one its family and gold chain
+// ("family|gold:HASH": the same scenario worded otherwise is the same
+// instance).
 void corpus_instance_key(const CorpusTask *t, const char *family, char *out, size_t size);
 // The customer a task is about: initial.authenticated, the customer_id
 // field, or verify_customer's argument ("" when none).
