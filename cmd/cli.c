@@ -345,19 +345,21 @@ int cli_speaks_for_the_job(void) {
   return 1;
 }
 
-void cli_print_blas(FILE *out) {
+static void blas_line(char *line, int size) {
   BlasInfo info;
   blas_info(&info);
+  blas_describe(&info, line, size);
+}
+
+void cli_print_blas(FILE *out) {
   char line[320];
-  blas_describe(&info, line, sizeof line);
+  blas_line(line, sizeof line);
   fprintf(out, "BLAS: %s\n", line);
 }
 
 void cli_log_blas(void) {
   if (!cli_speaks_for_the_job() || log_get_level() > LOG_INFO) return;
-  BlasInfo info;
-  blas_info(&info);
   char line[320];
-  blas_describe(&info, line, sizeof line);
+  blas_line(line, sizeof line);
   log_info("BLAS: %s", line);
 }

@@ -114,8 +114,9 @@ tokenize_tiny() {  # tokenize_tiny KIND DIR [PREFIX]: configs/data/tiny-KIND-{tr
   done
 }
 
-metrics_without_timing() {  # metrics_without_timing METRICS_JSONL: the per-step metrics minus wall-clock fields
+metrics_without_timing() {  # metrics_without_timing METRICS_JSONL: the per-step metrics minus wall-clock and machine fields
   "$PY" -c 'import json, sys
 for line in open(sys.argv[1]):
-    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed"); print(json.dumps(d, sort_keys=True))' "$1"
+    d = json.loads(line); d.pop("tokens_per_s"); d.pop("elapsed"); d.pop("run", None)  # run: the machine (BLAS)
+    print(json.dumps(d, sort_keys=True))' "$1"
 }

@@ -36,10 +36,10 @@ static const struct {
     {"depth", "gold chain of at most 8 actions, 6 in the shallow slice"},
     {"order_spread", "seq tasks call at least two different tools; no chain length holds over 50% of the sample"},
     {"opening_diversity", "one opening line at most 3 times in a split"},
-    {"leakage", "no training or validation task shares a held-out task's instance (family and customer)"},
+    {"leakage", "no training or validation task shares a held-out task's instance (family and customer, or family and gold chain)"},
     {"customer_spread", "one customer in at most max(8, 3 x the split's tasks per customer) tasks of a split"},
     {"family_balance", "one family at most 3% of the training sample"},
-    {"family_coverage", "every sample family with tasks passing relevant_args is in the training sample; every shallow family has held-out tasks"},
+    {"family_coverage", "every sample family with tasks passing relevant_args and an instance not held out is in the training sample; every shallow family has held-out tasks"},
     {"use_case_shares", "corpus use-case shares within 1.5 points of the target"},
     {"disjoint", "no task in two splits; no training or validation task shares a held-out instance"},
     {"stratified", "each kind's share of the training sample within 2 points of its held-out share"},
@@ -497,6 +497,9 @@ static void apportion(const double *weights, int n, int total, int *out) {
 typedef struct Pick {
   int need_shallow, need_sample, kind;
   const KeySet *blocked;
+  // Held-out and validation: the instances they hold so far (shared by the
+  // two draws; the family coverage gate reads the counts).
+  KeySet *held;
 } Pick;
 
 static int family_fits(const Corpus *c, int f, const Pick *p) {
@@ -506,8 +509,17 @@ static int family_fits(const Corpus *c, int f, const Pick *p) {
 }
 
 static int eligible(const Corpus *c, const CorpusTask *t, const Pick *p) {
-  return t->split == CORPUS_SPLIT_CORPUS && family_fits(c, t->family, p) && (!p->need_sample || t->relevant_ok) &&
-         !keyset_has(p->blocked, instance_hash(t, c->families[t->family].name));
+  if (t->split != CORPUS_SPLIT_CORPUS || !family_fits(c, t->family, p) || (p->need_sample && !t->relevant_ok))
+    return 0;
+  return !keyset_has(p->blocked, instance_hash(t, c->families[t->family].name));
+}
+
+// try_take, counting a new held-out or validation instance of its family.
+static int take(Corpus *c, SplitState *s, CorpusTask *t, CorpusSplit split, const Pick *p) {
+  if (!try_take(c, s, t, split)) return 0;
+  CorpusFamily *fam = &c->families[t->family];
+  if (p->held && keyset_add(p->held, instance_hash(t, fam->name)) == 1) fam->instances_held++;
+  return 1;
 }
 
 // Fills one split up to `want` tasks: each family up to its quota, then any
@@ -521,7 +533,7 @@ static int fill_split(Corpus *c, const Order *o, CorpusSplit split, const int *q
     int *have = &c->families[f].split_tasks[split];
     while (*have < quota[f] && s->count < want && o->start[f] + next[f] < o->start[f + 1]) {
       CorpusTask *t = &c->tasks[o->index[o->start[f] + next[f]++]];
-      if (eligible(c, t, p)) try_take(c, s, t, split);
+      if (eligible(c, t, p)) take(c, s, t, split, p);
     }
   }
   for (int progress = 1; progress && s->count < want;) {
@@ -530,7 +542,7 @@ static int fill_split(Corpus *c, const Order *o, CorpusSplit split, const int *q
       if (!family_fits(c, f, p) || c->families[f].split_tasks[split] >= cap) continue;
       while (o->start[f] + next[f] < o->start[f + 1]) {
         CorpusTask *t = &c->tasks[o->index[o->start[f] + next[f]++]];
-        if (eligible(c, t, p) && try_take(c, s, t, split)) {
+        if (eligible(c, t, p) && take(c, s, t, split, p)) {
           progress = 1;
           break;
         }
@@ -555,12 +567,13 @@ static void split_state_free(SplitState *s) {
 }
 
 // Held-out and validation: shallow families, quotas by their corpus size.
-static int draw_heldout_like(Corpus *c, const Order *o, CorpusSplit split, int want, const KeySet *blocked) {
+static int draw_heldout_like(Corpus *c, const Order *o, CorpusSplit split, int want, const KeySet *blocked,
+                             KeySet *held) {
   double w[CORPUS_MAX_FAMILIES];
   int quota[CORPUS_MAX_FAMILIES];
   for (int f = 0; f < c->num_families; f++) w[f] = c->families[f].shallow ? c->families[f].tasks : 0;
   apportion(w, c->num_families, want, quota);
-  Pick p = {1, 0, -1, blocked};
+  Pick p = {1, 0, -1, blocked, held};
   SplitState s = {.customer_cap = customer_cap(c, want)};
   int rc = fill_split(c, o, split, quota, 1 << 30, &p, &s, want);
   split_state_free(&s);
@@ -580,7 +593,7 @@ static int draw_train(Corpus *c, const Order *o, const KeySet *blocked) {
   SplitState s = {.customer_cap = customer_cap(c, want)};
   int rc = 0;
   for (int k = 0; k < TASK_KIND_COUNT && rc == 0; k++) {
-    Pick p = {0, 1, k, blocked};
+    Pick p = {0, 1, k, blocked, NULL};
     double w[CORPUS_MAX_FAMILIES];
     int quota[CORPUS_MAX_FAMILIES];
     for (int f = 0; f < c->num_families; f++) {
@@ -654,7 +667,10 @@ static void run_checks(Corpus *c, const KeySet *heldout_instances) {
   }
   for (int f = 0; f < c->num_families; f++) {
     const CorpusFamily *fam = &c->families[f];
-    if (fam->in_sample && sample_ok[f] && fam->split_tasks[CORPUS_SPLIT_TRAIN] == 0 &&
+    // A family whose every instance is held out (one scenario, worded many
+    // ways) cannot be in both; it stays a held-out family.
+    int held_only = fam->instances > 0 && fam->instances_held >= fam->instances;
+    if (fam->in_sample && sample_ok[f] && fam->split_tasks[CORPUS_SPLIT_TRAIN] == 0 && !held_only &&
         c->config.train >= 10 * sample_families)
       missing_train++;
     if (fam->shallow && fam->tasks > 0 && fam->split_tasks[CORPUS_SPLIT_HELDOUT] == 0 &&
@@ -713,13 +729,28 @@ static void init_families(Corpus *c) {
   }
 }
 
+// Each family's distinct instances (customers, or gold chains without one).
+static int count_instances(Corpus *c) {
+  KeySet all = {0};
+  int rc = 0;
+  for (int i = 0; i < c->count && rc == 0; i++) {
+    CorpusFamily *fam = &c->families[c->tasks[i].family];
+    int added = keyset_add(&all, instance_hash(&c->tasks[i], fam->name));
+    if (added < 0) rc = -1;
+    fam->instances += added == 1;
+  }
+  keyset_free(&all);
+  return rc;
+}
+
 static int draw_splits(Corpus *c, FimiError *err) {
   Order o = {0};
-  KeySet heldout = {0}, used = {0};
+  KeySet heldout = {0}, used = {0}, held = {0};
   int rc = order_build(c, 0x68656c64ULL, &o, err);
-  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_HELDOUT, c->config.heldout, &used);
+  if (rc == 0) rc = count_instances(c);
+  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_HELDOUT, c->config.heldout, &used, &held);
   if (rc == 0) rc = block_instances(c, CORPUS_SPLIT_HELDOUT, &heldout) | block_instances(c, CORPUS_SPLIT_HELDOUT, &used);
-  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_VALIDATION, c->config.validation, &used);
+  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_VALIDATION, c->config.validation, &used, &held);
   if (rc == 0) rc = block_instances(c, CORPUS_SPLIT_VALIDATION, &used);
   if (rc == 0) {
     count_leakage(c, &used);
@@ -729,6 +760,7 @@ static int draw_splits(Corpus *c, FimiError *err) {
   else fimi_fail(err, "corpus: out of memory drawing the splits");
   keyset_free(&heldout);
   keyset_free(&used);
+  keyset_free(&held);
   order_free(&o);
   return rc;
 }
