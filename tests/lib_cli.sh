@@ -69,8 +69,12 @@ expect_true() {  # expect_true DESCRIPTION CMD...  (a check on files already wri
 }
 
 # declare_all_checks FILE...: rewrites task files so every task declares
-# seq, db, comm and judge (for tiny GRPO runs whose warm start rarely calls
-# the tools right: the comm and judge parts give groups reward differences).
+# seq, db, comm and judge, and the judge also asks for a KYC status word
+# (verified, expired, pending) in the agent's messages: tiny GRPO runs of
+# kyc_status_check tasks, whose warm start rarely calls the tools right, get
+# reward differences from it (the comm check credits a value only after a
+# tool result holds it, which such a start seldom reaches; reciting the
+# status from memory meets this rubric in some rollouts and not others).
 declare_all_checks() {
   local f
   for f in "$@"; do
@@ -79,6 +83,8 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 with open(sys.argv[1], "w") as out:
     for r in rows:
         r["checks"] = ["seq", "db", "comm", "judge"]
+        r.setdefault("assertions", []).append({"text": "The agent states a KYC status.", "rule": "mentions_any",
+                                               "args": ["verified", "expired", "pending"]})
         out.write(json.dumps(r) + "\n")' "$f" || return 1
   done
 }

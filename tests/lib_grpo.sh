@@ -47,7 +47,7 @@ prepare_tiny_grpo() {
 # wall-clock fields (sorted keys, one line a step).
 grpo_metrics_without_timing() {
   "$PY" -c 'import json, sys
-# "run": step 1's description of the machine (BLAS, kernels, threads), not of the training
+# "run": the step-1 description of the machine (BLAS, kernels, threads), not of the training
 timing = {"tokens_per_s", "elapsed", "time_prefill", "time_decode", "time_env", "time_rollout", "time_update", "gen_tokens_per_s", "run"}
 for line in open(sys.argv[1]):
     d = json.loads(line)
