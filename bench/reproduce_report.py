@@ -64,9 +64,11 @@ def stage_times():
 def ladder():
     print("## The capability ladder and the band (paper Tables 12, 13)\n")
     files = sorted(glob.glob(os.path.join(OUT, "ladder", "*.json")), key=os.path.getmtime)
-    if not done("ladder") or not files:
+    if not files:
         print("Not run yet.\n")
         return
+    if not done("ladder"):
+        print("The stage did not finish; the evaluations below did.\n")
     print("| model | parameters | overall | strict | " + " | ".join(KINDS) +
           " | always fail % | band % | always pass % | generated tokens per dialog |")
     print("|---|---:|---:|---:|" + "---:|" * len(KINDS) + "---:|---:|---:|---:|")
@@ -84,10 +86,13 @@ def ladder():
 def grpo():
     print("## GRPO before and after (paper Tables 15, 16, 19; Figure 10)\n")
     base = load(os.path.join(OUT, "grpo", "base.json"))
-    runs = sorted(glob.glob(os.path.join(OUT, "grpo", "grpo-seed*.json")))
-    if not done("grpo") or not base or not runs:
+    runs = sorted(p for p in glob.glob(os.path.join(OUT, "grpo", "grpo-seed*.json"))
+                  if os.path.exists(p.replace("grpo-seed", "compare-seed")))
+    if not base or not runs:
         print("Not run yet.\n")
         return
+    if not done("grpo"):
+        print("The stage did not finish; the seeds below did.\n")
     for path in runs:
         seed = path.rsplit("seed", 1)[1].split(".")[0]
         after = load(path)
