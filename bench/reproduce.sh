@@ -121,7 +121,7 @@ stage_sft() {
   ln -sfn "run/step_$(printf %06d "$SFT_STEPS")" "$S/base"
 }
 
-eval_args() { echo --tasks "$D/heldout.jsonl" --trials "$EVAL_TRIALS" --set grpo.context=4096 \
+eval_args() { echo --tasks "$D/heldout.jsonl" --trials "$EVAL_TRIALS" --set grpo.context=4000 \
   --set grpo.max_episode_tokens=1024 --set grpo.max_turn_tokens=96; }
 
 stage_ladder() {
@@ -146,7 +146,7 @@ stage_grpo() {
       --set train.out_dir="$G/seed$seed" --set train.seed="$seed" --set train.steps="$GRPO_STEPS" \
       --set optim.lr="$GRPO_LR" --set grpo.tasks_per_step=16 --set grpo.group_size=4 --set grpo.reward=strict \
       --set train.micro_batch=8 --set train.grad_accum=8 --set env.tasks="$D/rl_tasks.jsonl" \
-      --set env.val_tasks="$D/validation.jsonl" --set env.catalog=family --set grpo.context=4096 \
+      --set env.val_tasks="$D/validation.jsonl" --set env.catalog=family --set grpo.context=4000 \
       --set grpo.max_episode_tokens=1024 --set grpo.max_turn_tokens=96 --set train.eval_every=5 \
       --set train.save_every=5 --set train.keep_last=1 --set train.progress=false
     "$FIMI" eval --model "$G/seed$seed/best" --label "grpo-seed$seed" $(eval_args) --out "$G/grpo-seed$seed.json" >/dev/null
