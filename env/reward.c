@@ -184,10 +184,9 @@ int reward_rule_met(const TaskAssertion *a, const RewardInput *in) {
 int reward_result_holds(const cJSON *result, const char *value) {
   if (!result || !value || !*value) return 0;
   if (cJSON_IsString(result)) return strstr(result->valuestring, value) != NULL;
-  if (cJSON_IsNumber(result) || cJSON_IsBool(result)) {
-    char text[64];  // printed as task_json_scalar_text prints the gold value
-    return cJSON_PrintPreallocated((cJSON *)result, text, sizeof text, 0) && !strcmp(text, value);
-  }
+  double v = 0;  // numbers as numbers, as the sequence check compares them (no printing per scalar)
+  if (cJSON_IsNumber(result)) return string_number(value, &v) && numbers_equal(v, result->valuedouble);
+  if (cJSON_IsBool(result)) return !strcmp(value, cJSON_IsTrue(result) ? "true" : "false");
   for (const cJSON *c = result->child; c; c = c->next)
     if (reward_result_holds(c, value)) return 1;
   return 0;
