@@ -10,7 +10,6 @@
 #include "cmd/cli.h"
 #include "core/fileio.h"
 #include "core/json.h"
-#include "kernels/cpu/blas.h"
 #include "kernels/device.h"
 #include "model/gemma_config.h"
 #include "model/safetensors.h"

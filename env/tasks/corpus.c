@@ -497,9 +497,6 @@ static void apportion(const double *weights, int n, int total, int *out) {
 typedef struct Pick {
   int need_shallow, need_sample, kind;
   const KeySet *blocked;
-  // Held-out and validation: the instances they hold so far (shared by the
-  // two draws; the family coverage gate reads the counts).
-  KeySet *held;
 } Pick;
 
 static int family_fits(const Corpus *c, int f, const Pick *p) {
@@ -509,17 +506,8 @@ static int family_fits(const Corpus *c, int f, const Pick *p) {
 }
 
 static int eligible(const Corpus *c, const CorpusTask *t, const Pick *p) {
-  if (t->split != CORPUS_SPLIT_CORPUS || !family_fits(c, t->family, p) || (p->need_sample && !t->relevant_ok))
-    return 0;
-  return !keyset_has(p->blocked, instance_hash(t, c->families[t->family].name));
-}
-
-// try_take, counting a new held-out or validation instance of its family.
-static int take(Corpus *c, SplitState *s, CorpusTask *t, CorpusSplit split, const Pick *p) {
-  if (!try_take(c, s, t, split)) return 0;
-  CorpusFamily *fam = &c->families[t->family];
-  if (p->held && keyset_add(p->held, instance_hash(t, fam->name)) == 1) fam->instances_held++;
-  return 1;
+  return t->split == CORPUS_SPLIT_CORPUS && family_fits(c, t->family, p) && (!p->need_sample || t->relevant_ok) &&
+         !keyset_has(p->blocked, instance_hash(t, c->families[t->family].name));
 }
 
 // Fills one split up to `want` tasks: each family up to its quota, then any
@@ -533,7 +521,7 @@ static int fill_split(Corpus *c, const Order *o, CorpusSplit split, const int *q
     int *have = &c->families[f].split_tasks[split];
     while (*have < quota[f] && s->count < want && o->start[f] + next[f] < o->start[f + 1]) {
       CorpusTask *t = &c->tasks[o->index[o->start[f] + next[f]++]];
-      if (eligible(c, t, p)) take(c, s, t, split, p);
+      if (eligible(c, t, p)) try_take(c, s, t, split);
     }
   }
   for (int progress = 1; progress && s->count < want;) {
@@ -542,7 +530,7 @@ static int fill_split(Corpus *c, const Order *o, CorpusSplit split, const int *q
       if (!family_fits(c, f, p) || c->families[f].split_tasks[split] >= cap) continue;
       while (o->start[f] + next[f] < o->start[f + 1]) {
         CorpusTask *t = &c->tasks[o->index[o->start[f] + next[f]++]];
-        if (eligible(c, t, p) && take(c, s, t, split, p)) {
+        if (eligible(c, t, p) && try_take(c, s, t, split)) {
           progress = 1;
           break;
         }
@@ -567,13 +555,12 @@ static void split_state_free(SplitState *s) {
 }
 
 // Held-out and validation: shallow families, quotas by their corpus size.
-static int draw_heldout_like(Corpus *c, const Order *o, CorpusSplit split, int want, const KeySet *blocked,
-                             KeySet *held) {
+static int draw_heldout_like(Corpus *c, const Order *o, CorpusSplit split, int want, const KeySet *blocked) {
   double w[CORPUS_MAX_FAMILIES];
   int quota[CORPUS_MAX_FAMILIES];
   for (int f = 0; f < c->num_families; f++) w[f] = c->families[f].shallow ? c->families[f].tasks : 0;
   apportion(w, c->num_families, want, quota);
-  Pick p = {1, 0, -1, blocked, held};
+  Pick p = {1, 0, -1, blocked};
   SplitState s = {.customer_cap = customer_cap(c, want)};
   int rc = fill_split(c, o, split, quota, 1 << 30, &p, &s, want);
   split_state_free(&s);
@@ -593,7 +580,7 @@ static int draw_train(Corpus *c, const Order *o, const KeySet *blocked) {
   SplitState s = {.customer_cap = customer_cap(c, want)};
   int rc = 0;
   for (int k = 0; k < TASK_KIND_COUNT && rc == 0; k++) {
-    Pick p = {0, 1, k, blocked, NULL};
+    Pick p = {0, 1, k, blocked};
     double w[CORPUS_MAX_FAMILIES];
     int quota[CORPUS_MAX_FAMILIES];
     for (int f = 0; f < c->num_families; f++) {
@@ -641,7 +628,8 @@ static int split_count(const Corpus *c, CorpusSplit s) {
   return n;
 }
 
-static void run_checks(Corpus *c, const KeySet *heldout_instances) {
+// heldout_instances: held-out's; used: held-out's and validation's.
+static void run_checks(Corpus *c, const KeySet *heldout_instances, const KeySet *used) {
   int train = split_count(c, CORPUS_SPLIT_TRAIN), heldout = split_count(c, CORPUS_SPLIT_HELDOUT);
   // order spread: the most common chain length of the sample.
   int lengths[TASK_MAX_ITEMS + 1] = {0}, top = 0;
@@ -660,17 +648,21 @@ static void run_checks(Corpus *c, const KeySet *heldout_instances) {
   // A sample family counts when some task of it passes the sample's
   // relevant_args gate (families whose every task fails it are that gate's).
   int sample_ok[CORPUS_MAX_FAMILIES] = {0};
-  for (int i = 0; i < c->count; i++) sample_ok[c->tasks[i].family] |= c->tasks[i].relevant_ok;
+  // A family whose every instance is held out or validates (one scenario,
+  // worded many ways) cannot be in training too; it stays a held-out family.
+  int trainable[CORPUS_MAX_FAMILIES] = {0};
+  for (int i = 0; i < c->count; i++) {
+    const CorpusTask *t = &c->tasks[i];
+    sample_ok[t->family] |= t->relevant_ok;
+    trainable[t->family] |= !keyset_has(used, instance_hash(t, c->families[t->family].name));
+  }
   for (int f = 0; f < c->num_families; f++) {
     sample_families += c->families[f].in_sample && sample_ok[f];
     shallow_families += c->families[f].shallow && c->families[f].tasks > 0;
   }
   for (int f = 0; f < c->num_families; f++) {
     const CorpusFamily *fam = &c->families[f];
-    // A family whose every instance is held out (one scenario, worded many
-    // ways) cannot be in both; it stays a held-out family.
-    int held_only = fam->instances > 0 && fam->instances_held >= fam->instances;
-    if (fam->in_sample && sample_ok[f] && fam->split_tasks[CORPUS_SPLIT_TRAIN] == 0 && !held_only &&
+    if (fam->in_sample && sample_ok[f] && trainable[f] && fam->split_tasks[CORPUS_SPLIT_TRAIN] == 0 &&
         c->config.train >= 10 * sample_families)
       missing_train++;
     if (fam->shallow && fam->tasks > 0 && fam->split_tasks[CORPUS_SPLIT_HELDOUT] == 0 &&
@@ -729,38 +721,22 @@ static void init_families(Corpus *c) {
   }
 }
 
-// Each family's distinct instances (customers, or gold chains without one).
-static int count_instances(Corpus *c) {
-  KeySet all = {0};
-  int rc = 0;
-  for (int i = 0; i < c->count && rc == 0; i++) {
-    CorpusFamily *fam = &c->families[c->tasks[i].family];
-    int added = keyset_add(&all, instance_hash(&c->tasks[i], fam->name));
-    if (added < 0) rc = -1;
-    fam->instances += added == 1;
-  }
-  keyset_free(&all);
-  return rc;
-}
-
 static int draw_splits(Corpus *c, FimiError *err) {
   Order o = {0};
-  KeySet heldout = {0}, used = {0}, held = {0};
+  KeySet heldout = {0}, used = {0};
   int rc = order_build(c, 0x68656c64ULL, &o, err);
-  if (rc == 0) rc = count_instances(c);
-  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_HELDOUT, c->config.heldout, &used, &held);
+  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_HELDOUT, c->config.heldout, &used);
   if (rc == 0) rc = block_instances(c, CORPUS_SPLIT_HELDOUT, &heldout) | block_instances(c, CORPUS_SPLIT_HELDOUT, &used);
-  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_VALIDATION, c->config.validation, &used, &held);
+  if (rc == 0) rc = draw_heldout_like(c, &o, CORPUS_SPLIT_VALIDATION, c->config.validation, &used);
   if (rc == 0) rc = block_instances(c, CORPUS_SPLIT_VALIDATION, &used);
   if (rc == 0) {
     count_leakage(c, &used);
     rc = draw_train(c, &o, &used);
   }
-  if (rc == 0) run_checks(c, &heldout);
+  if (rc == 0) run_checks(c, &heldout, &used);
   else fimi_fail(err, "corpus: out of memory drawing the splits");
   keyset_free(&heldout);
   keyset_free(&used);
-  keyset_free(&held);
   order_free(&o);
   return rc;
 }

@@ -110,8 +110,6 @@ typedef struct CorpusFamily {
   int tasks;             // in the corpus
   int draws;             // seeds tried
   int exhausted;         // stopped before its quota (no new tasks)
-  int instances;         // distinct instances among its tasks (corpus_instance_key)
-  int instances_held;    // of them, in held-out or validation
   int split_tasks[CORPUS_SPLIT_COUNT];
   int gate_rejected[CORPUS_GATE_COUNT];
 } CorpusFamily;
