@@ -139,6 +139,17 @@ typedef struct Engine {
   int first;           // stream index of jobs[0] (rollout_run_part)
 } Engine;
 
+// Ids that may follow a model turn's last sampled id when it is closed:
+// <end_of_turn> and "\n" (chat_append_generated). An episode's ids, closing
+// ones included, must fit in grpo.context, which may equal the model's
+// positions.
+static int closing_len(const Slot *s) { return 1 + (int)s->chat.newline.len; }
+
+// 1 when a slot's ids leave room for one sampled id and the turn's closing.
+static int turn_fits(const Engine *e, const Slot *s) {
+  return (int)s->chat.ids.len + 1 + closing_len(s) <= e->c->context;
+}
+
 static int grow_logp(Slot *s, size_t need, FimiError *err) {
   if (need <= s->logp_cap) return 0;
   size_t cap = need * 2 > 256 ? need * 2 : 256;
@@ -294,7 +305,7 @@ static int fill_slots(Engine *e, int n_jobs, int *next, FimiError *err) {
     const Task *task = &e->env->tasks->tasks[job->task];
     rc = build_prompt(e, s, task, rep[i].text, err);
     r->prompt_len = (int)s->chat.ids.len;
-    if (rc == 0 && (int)s->chat.ids.len + 1 > e->c->context) {
+    if (rc == 0 && !turn_fits(e, s)) {
       mark_end(s, ROLLOUT_END_CONTEXT);
       continue;
     }
@@ -332,7 +343,7 @@ static void sample_all(Engine *e) {
     int sampled_total = e->out[s->job].sampled + s->turn_len;
     int stop = tok == eot || (eos >= 0 && tok == eos);
     int full = s->turn_len >= e->c->max_turn_tokens || sampled_total >= e->c->max_episode_tokens ||
-               s->cached + 1 >= e->c->context;
+               s->cached + 1 + closing_len(s) >= e->c->context;
     s->feed = stop || full ? -1 : tok;
   }
 }
@@ -430,8 +441,8 @@ static int step_turns(Engine *e, FimiError *err) {
       continue;
     }
     if ((rc = chat_append_generation_prompt(&s->chat, err)) != 0 || (rc = pad_logp(s, before, err)) != 0) break;
-    if ((int)s->chat.ids.len + 1 > e->c->context) {
-      // The observation and a next token do not fit: the rollout ends after
+    if (!turn_fits(e, s)) {
+      // The observation and a next turn do not fit: the rollout ends after
       // the model's last turn (an observation is never trained on).
       chat_truncate(&s->chat, before);
       mark_end(s, ROLLOUT_END_CONTEXT);

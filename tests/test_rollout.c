@@ -205,7 +205,7 @@ static void check_budgets(void) {
   c.context = longest + 6;
   CHECK(run(&c, jobs, n, out, NULL, NULL) == 0, "context run");
   for (int j = 0; j < n; j++) {
-    CHECK(out[j].len <= c.context + 2, "rollout %d: len %d > context %d + 2", j, out[j].len, c.context);
+    CHECK(out[j].len <= c.context, "rollout %d: len %d > context %d", j, out[j].len, c.context);
     if (out[j].prompt_len == longest)
       CHECK(out[j].end == ROLLOUT_END_CONTEXT && out[j].sampled <= 6, "rollout %d (longest prompt): end %s, %d sampled",
             j, rollout_end_name(out[j].end), out[j].sampled);
