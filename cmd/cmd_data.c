@@ -17,12 +17,13 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: fimi data tokenize --input F.jsonl --tokenizer tokenizer.json --out F.h5 --kind sft|dpo\n"
-          "                          [--max-length N] [--overlong truncate|drop] [--skip-bad] [--json]\n"
+          "                          [--max-length N] [--overlong truncate|drop] [--loss model|all] [--skip-bad] [--json]\n"
           "       fimi data info F.h5 [--json]\n"
           "SFT rows: {\"messages\": [...]} or {\"prompt\": ..., \"completion\": ...}; DPO rows:\n"
           "{\"prompt\": ..., \"chosen\": ..., \"rejected\": ...} (strings or message lists, TRL conventions).\n"
           "--max-length N: tokens per sequence (0 = no limit); longer rows are truncated (keep the start)\n"
-          "or dropped. --skip-bad: skip and count malformed rows instead of failing. See docs/datasets.md.\n");
+          "or dropped. --loss (SFT): model turns or completion only (model, the default) or every token\n"
+          "after <bos> (all). --skip-bad: skip and count malformed rows instead of failing. See docs/datasets.md.\n");
 }
 
 static double seconds_now(void) {
@@ -64,6 +65,11 @@ static int parse_tokenize_args(int argc, char **argv, DataArgs *a, FimiError *er
       if (!strcmp(v, "truncate")) a->opt.overlong = DATASET_OVERLONG_TRUNCATE;
       else if (!strcmp(v, "drop")) a->opt.overlong = DATASET_OVERLONG_DROP;
       else return fimi_fail(err, "--overlong \"%s\" is not truncate or drop", v);
+    } else if (!strcmp(arg, "--loss")) {
+      if (!(v = cli_flag_value(argc, argv, &i, err))) return -1;
+      if (!strcmp(v, "all")) a->opt.loss_all = 1;
+      else if (!strcmp(v, "model")) a->opt.loss_all = 0;
+      else return fimi_fail(err, "--loss \"%s\" is not model or all", v);
     } else if (!strcmp(arg, "--skip-bad")) a->opt.skip_bad = 1;
     else if (!strcmp(arg, "--json")) a->json = 1;
     else return fimi_fail(err, "unknown argument \"%s\"", arg);

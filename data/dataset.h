@@ -38,6 +38,11 @@ typedef struct DatasetTokenizeOptions {
   int64_t max_length;         // tokens per sequence (SFT row; DPO prompt+response); 0 = no limit
   DatasetOverlong overlong;   // what to do with a longer row
   int skip_bad;               // malformed rows are skipped and counted instead of failing
+  // SFT only: every token after <bos> is a target, prompt and user, system
+  // and tool turns included (TRL's assistant_only_loss=False), instead of
+  // the model turns or completion alone. For a model trained from scratch,
+  // whose base must first learn the language of the dialogs.
+  int loss_all;
 } DatasetTokenizeOptions;
 
 typedef struct DatasetTokenizeStats {

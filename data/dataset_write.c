@@ -392,6 +392,7 @@ static int tokenize_line(Tokenize *t, Writer *w, RowParts *parts, const char *li
   else rc = dpo_row(t, row, what, parts, err);
   cJSON_Delete(row);
   if (rc) return -1;
+  if (w->opt->loss_all && parts->part[0].len > 1) memset(parts->mask[0] + 1, 1, parts->part[0].len - 1);
   return store_row(w, parts, err) ? 1 : 0;  // 1: a fatal (not a row) error
 }
 
@@ -506,7 +507,8 @@ static int write_attrs(hid_t file, const Writer *w, int32_t vocab, const char *h
          attr_int(file, "rows_in", s->rows_in, err) || attr_int(file, "truncated", s->truncated, err) ||
          attr_int(file, "dropped", s->dropped, err) || attr_int(file, "skipped", s->skipped, err) ||
          attr_int(file, "max_length", w->opt->max_length, err) ||
-         attr_string(file, "overlong", w->opt->overlong == DATASET_OVERLONG_DROP ? "drop" : "truncate", err)
+         attr_string(file, "overlong", w->opt->overlong == DATASET_OVERLONG_DROP ? "drop" : "truncate", err) ||
+         attr_string(file, "loss", w->opt->loss_all ? "all" : "model", err)
              ? -1
              : 0;
 }
@@ -528,6 +530,8 @@ void dataset_internal_fnv1a64_hex(const void *data, size_t n, char out[17]) {
 static int check_options(const DatasetTokenizeOptions *opt, FimiError *err) {
   if (opt->kind != DATASET_SFT && opt->kind != DATASET_DPO) return fimi_fail(err, "dataset: invalid kind");
   if (opt->max_length < 0) return fimi_fail(err, "dataset: max_length must be >= 0");
+  if (opt->loss_all && opt->kind != DATASET_SFT)
+    return fimi_fail(err, "dataset: a loss on every token is for SFT rows only (DPO compares responses)");
   if (opt->overlong != DATASET_OVERLONG_TRUNCATE && opt->overlong != DATASET_OVERLONG_DROP)
     return fimi_fail(err, "dataset: invalid overlong mode");
   return 0;

@@ -88,6 +88,8 @@ expect_fail "bad --kind" "not sft or dpo" "$FIMI" data tokenize --input "$WORK/s
   --out "$WORK/x.h5" --kind grpo
 expect_fail "bad --overlong" "truncate or drop" "$FIMI" data tokenize --input "$WORK/sft.jsonl" --tokenizer "$WORK/tok.json" \
   --out "$WORK/x.h5" --kind sft --overlong keep
+expect_fail "bad --loss" "not model or all" "$FIMI" data tokenize --input "$WORK/sft.jsonl" --tokenizer "$WORK/tok.json" \
+  --out "$WORK/x.h5" --kind sft --loss prompt
 expect_fail "info of a JSONL file" "not an HDF5 file" "$FIMI" data info "$WORK/sft.jsonl"
 head -c 1000 "$WORK/sft.h5" >"$WORK/cut.h5"
 expect_fail "info of a truncated file" "cut.h5" "$FIMI" data info "$WORK/cut.h5"

@@ -166,6 +166,39 @@ static void test_sft_messages(void) {
   dataset_close(&ds);
 }
 
+// --loss all: the same ids; every position after <bos> a target, for message
+// rows and prompt/completion rows alike; DPO refuses it.
+static void test_sft_loss_all(void) {
+  char jsonl[8192];
+  snprintf(jsonl, sizeof jsonl, "{\"messages\":%s}\n{\"prompt\":\"FD rates?\",\"completion\":\"7%%.\"}\n", CONV_A);
+  DatasetTokenizeOptions opt;
+  dataset_default_options(&opt);
+  opt.loss_all = 1;
+  write_text(path_in("in.jsonl"), jsonl);
+  DatasetTokenizeStats s;
+  FimiError err = {0};
+  CHECK(dataset_tokenize_jsonl(path_in("in.jsonl"), tok_path, path_in("all.h5"), &opt, &s, &err) == 0, "%s",
+        err.message);
+  CHECK(s.rows == 2 && s.loss_tokens == s.tokens - 2, "loss tokens %lld of %lld (all but the two <bos>)",
+        (long long)s.loss_tokens, (long long)s.tokens);
+  Dataset ds;
+  CHECK(dataset_open(path_in("all.h5"), tokenizer_vocab_size(tok), &ds, &err) == 0, "%s", err.message);
+  Ref ref = {0};
+  render(CONV_A, NULL, &ref);
+  const int32_t *ids;
+  const uint8_t *mask;
+  int64_t len;
+  CHECK(dataset_row(&ds, 0, 0, &ids, &mask, &len, &err) == 0, "%s", err.message);
+  CHECK(len == (int64_t)ref.ids.len && same_ids(ids, ref.ids.data, len), "ids differ from the model-only rendering");
+  CHECK(len > 1 && mask[0] == 0 && ones(mask, len) == len - 1, "mask: <bos> 0, the rest 1");
+  token_ids_free(&ref.ids);
+  dataset_close(&ds);
+  opt.kind = DATASET_DPO;
+  CHECK(dataset_tokenize_jsonl(path_in("in.jsonl"), tok_path, path_in("dpo_all.h5"), &opt, &s, &err) != 0 &&
+            strstr(err.message, "SFT rows only") && !file_exists(path_in("dpo_all.h5")),
+        "DPO with a loss on every token accepted (%s)", err.message);
+}
+
 static void test_sft_prompt_completion(void) {
   const char *prompt = "[{\"role\":\"user\",\"content\":\"FD rates for 1 year?\"}]";
   const char *completion = "[{\"role\":\"assistant\",\"content\":\"7.1% p.a.\"}]";
@@ -663,6 +696,7 @@ int main(void) {
     return 1;
   }
   test_sft_messages();
+  test_sft_loss_all();
   test_sft_prompt_completion();
   test_dpo();
   test_overlong();
