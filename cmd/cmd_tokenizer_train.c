@@ -14,10 +14,13 @@ static void print_usage(void) {
   fprintf(stdout,
           "usage: fimi tokenizer train --input FILE [FILE ...] [--input FILE ...] --vocab-size N --out PATH\n"
           "                            [--min-frequency N] [--max-token-bytes N] [--character-coverage X]\n"
+          "                            [--digits individual|runs]\n"
           "  --vocab-size N          total tokens incl. 8 special + 256 byte tokens (>= %d)\n"
           "  --min-frequency N       a pair merges only if seen >= N times (default 2)\n"
           "  --max-token-bytes N     longest token in bytes (default 16)\n"
-          "  --character-coverage X  share of character occurrences given own tokens (default 0.9995)\n",
+          "  --character-coverage X  share of character occurrences given own tokens (default 0.9995)\n"
+          "  --digits individual     every digit a token of its own, as Gemma's tokenizers (default)\n"
+          "  --digits runs           a run of digits is split off and merged like a word\n",
           BPE_NUM_RESERVED);
 }
 
@@ -62,6 +65,11 @@ static int parse_train_args(int argc, char **argv, TrainArgs *args, FimiError *e
       if (!(text = cli_flag_value(argc, argv, &i, err)) || cli_parse_int(arg, text, 2, 256, &value, err) != 0)
         return -1;
       args->opt.max_token_bytes = (int32_t)value;
+    } else if (!strcmp(arg, "--digits")) {
+      if (!(text = cli_flag_value(argc, argv, &i, err))) return -1;
+      if (!strcmp(text, "individual")) args->opt.digit_runs = 0;
+      else if (!strcmp(text, "runs")) args->opt.digit_runs = 1;
+      else return fimi_fail(err, "--digits \"%s\" is not individual or runs", text);
     } else if (!strcmp(arg, "--character-coverage")) {
       double coverage;
       if (!(text = cli_flag_value(argc, argv, &i, err)) || cli_parse_float(arg, text, &coverage, err) != 0) return -1;

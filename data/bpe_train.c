@@ -35,6 +35,7 @@ void bpe_train_default_options(BpeTrainOptions *opt) {
   opt->min_frequency = 2;
   opt->max_token_bytes = 16;
   opt->character_coverage = 0.9995;
+  opt->digit_runs = 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -356,30 +357,38 @@ static size_t special_at(const char *s, size_t n) {
 static int count_text(Trainer *t, const char *text, size_t len, FimiError *err) {
   const unsigned char *s = (const unsigned char *)text;
   t->piece_len = 0;
+  int in_digits = 0;  // the piece being built is a run of digits (digit_runs)
   for (size_t i = 0; i < len;) {
     size_t special = s[i] == '<' ? special_at(text + i, len - i) : 0;
     if (special) {  // the text around a special token is pre-tokenized separately
       if (flush_piece(t, err) != 0) return -1;
+      in_digits = 0;
       i += special;
       continue;
     }
     int n = utf8_lead_len(s[i]);
     if (s[i] == '\n') {  // each line (with its newline) is a text of its own, as in `tokenizers`' trainer
-      if (append_piece(t, "\n", 1, err) != 0 || flush_piece(t, err) != 0) return -1;
+      // (a run of digits stays a piece of its own: Digits isolates it)
+      if ((in_digits && flush_piece(t, err) != 0) || append_piece(t, "\n", 1, err) != 0 || flush_piece(t, err) != 0)
+        return -1;
+      in_digits = 0;
       i++;
       continue;
     }
     int is_mark = s[i] == ' ' || (n == 3 && memcmp(s + i, SPACE_MARK, 3) == 0);
     if (is_mark) {  // "▁" starts a new piece (MergedWithNext)
       if (flush_piece(t, err) != 0 || append_piece(t, SPACE_MARK, 3, err) != 0) return -1;
+      in_digits = 0;
     } else {
       int numeric = is_numeric_char(t, s + i, n, err);
       if (numeric < 0) return -1;
-      if (numeric) {  // every digit is a piece of its own
+      if (numeric && !t->opt.digit_runs) {  // every digit is a piece of its own
         if (flush_piece(t, err) != 0 || count_piece(t, text + i, (size_t)n, err) != 0) return -1;
-      } else if (append_piece(t, text + i, (size_t)n, err) != 0) {
-        return -1;
+      } else {  // a run of digits is a piece of its own (isolated from the text around it)
+        if (numeric != in_digits && flush_piece(t, err) != 0) return -1;
+        if (append_piece(t, text + i, (size_t)n, err) != 0) return -1;
       }
+      in_digits = numeric;
     }
     i += (size_t)n;
   }
@@ -735,7 +744,7 @@ static cJSON *json_normalizer(void) {
   return n;
 }
 
-static cJSON *json_pre_tokenizer(void) {
+static cJSON *json_pre_tokenizer(int digit_runs) {
   cJSON *seq = cJSON_CreateObject();
   cJSON_AddStringToObject(seq, "type", "Sequence");
   cJSON *list = cJSON_AddArrayToObject(seq, "pretokenizers");
@@ -747,7 +756,7 @@ static cJSON *json_pre_tokenizer(void) {
   cJSON_AddItemToArray(list, split);
   cJSON *digits = cJSON_CreateObject();
   cJSON_AddStringToObject(digits, "type", "Digits");
-  cJSON_AddBoolToObject(digits, "individual_digits", 1);
+  cJSON_AddBoolToObject(digits, "individual_digits", !digit_runs);
   cJSON_AddItemToArray(list, digits);
   return seq;
 }
@@ -828,7 +837,7 @@ static char *write_tokenizer_json(const Trainer *t, FimiError *err) {
   cJSON_AddNullToObject(root, "padding");
   cJSON_AddItemToObject(root, "added_tokens", json_added_tokens());
   cJSON_AddItemToObject(root, "normalizer", json_normalizer());
-  cJSON_AddItemToObject(root, "pre_tokenizer", json_pre_tokenizer());
+  cJSON_AddItemToObject(root, "pre_tokenizer", json_pre_tokenizer(t->opt.digit_runs));
   cJSON_AddItemToObject(root, "post_processor", json_post_processor());
   cJSON_AddItemToObject(root, "decoder", json_decoder());
   cJSON_AddItemToObject(root, "model", json_model(t));

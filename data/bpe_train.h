@@ -21,6 +21,11 @@ typedef struct BpeTrainOptions {
   // most frequent first; the rarest rest are left to byte fallback.
   // In (0, 1]; 1 keeps every character (except U+0000).
   double character_coverage;
+  // 0: every digit is a token of its own (Gemma's tokenizers; `tokenizers`'
+  // Digits individual_digits=true). 1: a run of digits is a piece of its
+  // own that merges may join (individual_digits=false), so "6214377196"
+  // becomes a few multi-digit tokens, the same ones wherever it appears.
+  int digit_runs;
 } BpeTrainOptions;
 
 // The ids every trained tokenizer has: 8 special tokens, then 256 byte tokens.

@@ -2,7 +2,8 @@
 // hand-worked example merge by merge, determinism (byte-identical JSON, in
 // memory and through files), the fixed special/byte ids, that merges stay
 // inside pre-tokenized pieces, max_token_bytes, character coverage, special
-// token text being cut out, and clear errors for bad input. The exact match
+// token text being cut out, digit runs (--digits runs), and clear errors for
+// bad input. The exact match
 // with the Python `tokenizers` library is tests/interop/test_bpe_train_interop.py.
 #include <stdint.h>
 #include <stdio.h>
@@ -363,8 +364,52 @@ static void test_max_token_bytes(void) {
   free(json);
 }
 
+// --digits runs: "▁NVC11400\n" is the pieces ▁NVC, 11400 and \n, so with
+// enough repeats 11400 becomes one token and no token joins a digit to a
+// letter, a space mark or a newline; the file says individual_digits false.
+static void test_digit_runs(void) {
+  char text[16000];
+  size_t len = 0;
+  for (int i = 0; i < 200; i++) len += (size_t)sprintf(text + len, "id NVC11400\n");
+  BpeTrainOptions opt = options(400);
+  opt.digit_runs = 1;
+  BpeTrainStats stats;
+  FimiError err = {0};
+  char *json = train_text(text, len, &opt, &stats, &err);
+  cJSON *root = cJSON_Parse(json ? json : "");
+  CHECK(root != NULL, "train failed: %s", err.message);
+  char nvc[32];
+  snprintf(nvc, sizeof nvc, "%sNVC", MARK);
+  CHECK(root && vocab_id(root, "11400") >= 0 && vocab_id(root, nvc) >= 0, "11400 and ▁NVC not learned");
+  int mixed = 0;
+  cJSON *vocab = root ? model_field(root, "vocab") : NULL;
+  for (cJSON *v = vocab ? vocab->child : NULL; v; v = v->next) {
+    const char *t = v->string;
+    int digits = 0, others = 0;
+    for (const char *c = t; *c; c++) {
+      if (*c >= '0' && *c <= '9') digits++;
+      else others++;
+    }
+    if (digits && others && t[0] != '<') mixed++;
+  }
+  CHECK(root && mixed == 0, "%d tokens join digits to other characters", mixed);
+  cJSON *pre = root ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+                          cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), "pretokenizers"), 1) : NULL;
+  CHECK(pre && cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pre, "individual_digits")), "individual_digits not false");
+  cJSON_Delete(root);
+  free(json);
+  // The default keeps every digit a token of its own.
+  opt.digit_runs = 0;
+  json = train_text(text, len, &opt, &stats, &err);
+  root = cJSON_Parse(json ? json : "");
+  CHECK(root && vocab_id(root, "11400") == -1 && vocab_id(root, "11") == -1, "digits merged by default");
+  cJSON_Delete(root);
+  free(json);
+}
+
 int main(void) {
   test_hand_example();
+  test_digit_runs();
   test_synthetic_corpus();
   test_character_coverage();
   test_specials_and_nul();

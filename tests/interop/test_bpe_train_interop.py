@@ -84,13 +84,14 @@ def generated_corpus(tmp_path_factory):
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+@pytest.fixture(scope="module", params=["individual", "runs"])
+def trained(request, tmp_path_factory):
     """Trains on the shared corpus (tests/interop/tokenizer_corpus.txt, when
-    present) plus generated lines; returns (input files, tokenizer path, lines)."""
+    present) plus generated lines, with every digit a token (Gemma's rule) and
+    with digit runs merged; returns (input files, tokenizer path, lines)."""
     corpora = ([CORPUS] if os.path.exists(CORPUS) else []) + [generated_corpus(tmp_path_factory)]
     out = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    fimi("tokenizer", "train", "--input", *corpora, "--vocab-size", VOCAB_SIZE, "--out", out)
+    fimi("tokenizer", "train", "--input", *corpora, "--vocab-size", VOCAB_SIZE, "--out", out, "--digits", request.param)
     lines = []
     for corpus in corpora:
         with open(corpus, encoding="utf-8") as f:
@@ -112,6 +113,28 @@ def test_loads_in_tokenizers_with_expected_layout(trained):
         assert tok.token_to_id(f"<0x{b:02X}>") == 8 + b
     assert sorted(vocab.values()) == list(range(len(vocab)))
     assert tok.encode("hi").ids[0] == 2  # the post-processor prepends <bos>
+    digits = doc["pre_tokenizer"]["pretokenizers"][1]
+    assert digits["type"] == "Digits"
+    multi_digit = [t for t in vocab if re.fullmatch(r"[0-9]{2,}", t)]
+    if digits["individual_digits"]:
+        assert not multi_digit
+    else:  # the generated lines' ids and amounts repeat digit pairs
+        assert len(multi_digit) > 10
+
+
+def test_digit_runs_tokenize_alike_everywhere(trained):
+    """With --digits runs a number is a piece of its own: the same tokens
+    after a space, a letter prefix, a quote or a dash."""
+    _, path, _ = trained
+    tok = tokenizers.Tokenizer.from_file(path)
+    number = "6214377196"
+    contexts = [f"mobile {number}.", f"ACC{number}", f'{{"mobile":"{number}"}}', f"2025-{number}-x"]
+    runs = []
+    for text in contexts:
+        enc = tok.encode(text, add_special_tokens=False)
+        runs.append([t for t, (a, b) in zip(enc.tokens, enc.offsets) if text.find(number) <= a < text.find(number) + len(number)])
+    assert all("".join(r) == number for r in runs), runs
+    assert all(r == runs[0] for r in runs), runs
 
 
 def test_deterministic(trained, tmp_path):
@@ -119,7 +142,10 @@ def test_deterministic(trained, tmp_path):
     again = tmp_path / "again.json"
     # The same files given as repeated --input flags: the same bytes.
     args = [a for corpus in corpora for a in ("--input", corpus)]
-    fimi("tokenizer", "train", *args, "--vocab-size", VOCAB_SIZE, "--out", again)
+    with open(path, encoding="utf-8") as f:
+        individual = json.load(f)["pre_tokenizer"]["pretokenizers"][1]["individual_digits"]
+    digits = [] if individual else ["--digits", "runs"]  # individual is the default
+    fimi("tokenizer", "train", *args, "--vocab-size", VOCAB_SIZE, "--out", again, *digits)
     with open(path, "rb") as a, open(again, "rb") as b:
         assert a.read() == b.read()
 
