@@ -71,6 +71,13 @@ static const ConfigField train_fields[] = {
     {"train", "progress", CONFIG_BOOL, "true", "print the live progress line on stderr"},
 };
 
+// Run tracking (train/, docs/tracking.md): views of metrics.jsonl for
+// outside tools. Never part of the config hash: they do not change training.
+static const ConfigField track_fields[] = {
+    {"track", "tensorboard", CONFIG_BOOL, "false",
+     "also write every metrics.jsonl line to a TensorBoard event file in train.out_dir/tb/"},
+};
+
 // AdamW and the LR schedule (optim/, docs/optimizer.md).
 static const ConfigField optim_fields[] = {
     {"optim", "lr", CONFIG_FLOAT, "1e-5", "peak learning rate"},
@@ -239,6 +246,7 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
     return -1;
   if (config_add_fields(&opts->config, dist_fields, sizeof dist_fields / sizeof dist_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, train_fields, sizeof train_fields / sizeof train_fields[0], err) != 0) return -1;
+  if (config_add_fields(&opts->config, track_fields, sizeof track_fields / sizeof track_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, cuda_fields, sizeof cuda_fields / sizeof cuda_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, optim_fields, sizeof optim_fields / sizeof optim_fields[0], err) != 0) return -1;
   if (config_add_fields(&opts->config, data_fields, sizeof data_fields / sizeof data_fields[0], err) != 0) return -1;

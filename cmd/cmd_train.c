@@ -154,6 +154,7 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
       read_int(c, "train", "max_nonfinite_in_row", &l->max_nonfinite_in_row, err) ||
       read_int(c, "train", "stop_at_step", &l->stop_at_step, err) || read_int(c, "train", "seed", &seed, err) ||
       config_get_bool(c, "train", "progress", &progress, err) || config_get_bool(c, "data", "shuffle", &shuffle, err) ||
+      config_get_bool(c, "track", "tensorboard", &l->tensorboard, err) ||
       config_get_float(c, "optim", "lr", &l->schedule.base_lr, err) ||
       read_int(c, "optim", "warmup_steps", &warmup, err) ||
       config_get_float(c, "optim", "warmup_ratio", &warmup_ratio, err) ||
@@ -257,6 +258,7 @@ static void print_plan(const TrainSetup *t) {
          lr_schedule_kind_name(l->schedule.kind), l->schedule.warmup_steps, t->recompute ? "on" : "off");
   printf("  save_every %lld, keep_last %lld, max_shard_mb %g, out_dir %s\n", (long long)l->save_every,
          (long long)l->keep_last, l->max_shard_bytes / 1e6, l->out_dir);
+  if (l->tensorboard) printf("  TensorBoard events in %s/tb\n", l->out_dir);
 
   if (!strcmp(t->objective, "dpo"))
     printf("  dpo: loss %s, beta %g, reference %s, monitor margin %g over %d steps\n",

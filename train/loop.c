@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "kernels/cpu/blas.h"
 #include "optim/clip.h"
+#include "train/tensorboard.h"
 
 #define METRICS_MAX_BYTES ((size_t)1 << 30)
 
@@ -108,7 +109,16 @@ static int add_run_header(cJSON *line) {
   return 0;
 }
 
-static int write_metrics(FILE *f, const TrainLoopConfig *c, const StepRecord *r, FimiError *err) {
+// Every metrics.jsonl row also goes to the TensorBoard event file when one
+// is open. Its failure costs only the event file: warned once (the writer
+// closes itself), training and metrics.jsonl go on.
+static void track_row(TbWriter *tb, const cJSON *row) {
+  FimiError err = {0};
+  if (tb_writer_write_row(tb, row, &err) != 0)
+    log_warn("TensorBoard events stop here (%s); training goes on, metrics.jsonl stays complete", err.message);
+}
+
+static int write_metrics(FILE *f, TbWriter *tb, const TrainLoopConfig *c, const StepRecord *r, FimiError *err) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return fimi_fail(err, "out of memory writing metrics");
   cJSON_AddNumberToObject(o, "step", (double)r->step);
@@ -134,11 +144,26 @@ static int write_metrics(FILE *f, const TrainLoopConfig *c, const StepRecord *r,
     return -1;
   }
   char *text = cJSON_PrintUnformatted(o);
+  int bad = !text || fprintf(f, "%s\n", text) < 0 || fflush(f) != 0;
+  if (!bad) track_row(tb, o);
   cJSON_Delete(o);
-  if (!text) return fimi_fail(err, "out of memory writing metrics");
-  int bad = fprintf(f, "%s\n", text) < 0 || fflush(f) != 0;
   free(text);
+  if (!text) return fimi_fail(err, "out of memory writing metrics");
   return bad ? fimi_fail(err, "cannot write metrics.jsonl") : 0;
+}
+
+// RUN_DIR/tb/: a new event file for this invocation, whose rows start at
+// first_step. Like a failed write, a failed open warns and training goes on.
+static void open_tensorboard(TbWriter *tb, const char *out_dir, int64_t first_step) {
+  FimiError err = {0};
+  char dir[TB_PATH_MAX];
+  if (path_join(dir, sizeof dir, out_dir, "tb", &err) == 0 && tb_writer_open(tb, dir, first_step, &err) == 0) return;
+  log_warn("no TensorBoard events (%s); training goes on, metrics.jsonl stays complete", err.message);
+}
+
+static void close_tensorboard(TbWriter *tb) {
+  FimiError err = {0};
+  if (tb_writer_close(tb, &err) != 0) log_warn("TensorBoard events: %s", err.message);
 }
 
 // ---- evaluation -------------------------------------------------------------------
@@ -331,6 +356,8 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   FILE *metrics = NULL;
   if (rc == 0 && s->rank == 0 && !(metrics = fopen(metrics_path, ts.step > 0 ? "ab" : "wb")))
     rc = fimi_fail(err, "cannot open %s for writing", metrics_path);
+  TbWriter tb = {0};
+  if (rc == 0 && metrics && c->tensorboard) open_tensorboard(&tb, c->out_dir, ts.step + 1);
   summary->start_step = summary->end_step = ts.step;
   // A fresh run with a validation hook scores the initial weights first: the
   // baseline, logged as "validation_start" on step 1's line.
@@ -381,7 +408,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
         new_best = 1;
       }
     }
-    if (metrics && (rc = write_metrics(metrics, c, &r, err)) != 0) break;
+    if (metrics && (rc = write_metrics(metrics, &tb, c, &r, err)) != 0) break;
     if (summary->end_step == summary->start_step) summary->first_loss = r.loss;
     summary->last_loss = r.loss;
     summary->end_step = step;
@@ -404,6 +431,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   summary->tokens_per_s = summary->seconds > 0 ? summary->tokens / summary->seconds : 0;
   summary->skipped = ts.skipped;
   if (metrics) fclose(metrics);
+  close_tensorboard(&tb);
   free(idx);
   dataset_loader_free(&loader);
   return rc;

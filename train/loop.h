@@ -9,7 +9,9 @@
 // update (counted, warned); max_nonfinite_in_row in a row abort the run.
 // Then: a line in OUT/metrics.jsonl, the console progress line, evaluation
 // every eval_every steps, a checkpoint every save_every steps (and at the
-// last step and at stop_at_step), keeping the last keep_last.
+// last step and at stop_at_step), keeping the last keep_last. With
+// tensorboard set, every metrics.jsonl line also goes to a TensorBoard event
+// file in OUT/tb/ (train/tensorboard.h).
 //
 // World 1 only for now: no MPI. A ZeRO-3 version swaps TrainState's
 // functions and all-reduces the gradient sum of squares and the metrics.
@@ -48,6 +50,7 @@ typedef struct TrainLoopConfig {
   LrSchedule schedule;
   uint64_t config_hash;        // stored in checkpoints, compared on resume
   int progress;                // 1: print the live progress line on stderr
+  int tensorboard;             // 1: also OUT/tb/ event files (a failed write warns, training goes on)
   // Optional (NULL: none): the objective's own per-step metrics (DPO's
   // rewards, ...). Called once per step after any evaluation, just before
   // the step's metrics.jsonl line is written; adds fields to `line`.
