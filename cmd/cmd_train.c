@@ -36,7 +36,8 @@
 static void print_train_help(void) {
   printf(
       "usage: fimi train --config FILE.ini [--set section.key=value ...] [--resume RUN_DIR] [--dry-run [--unit-tokens N]]\n"
-      "  trains the model in train.init on data.train with train.objective (sft or dpo), writing\n"
+      "  trains the model in train.init with train.objective: sft or dpo on data.train, grpo on the\n"
+      "  simulated bank's tasks (env.tasks); writes\n"
       "  RUN_DIR/metrics.jsonl and RUN_DIR/step_NNNNNN/ checkpoints (RUN_DIR = train.out_dir).\n"
       "  --resume RUN_DIR continues bit-identically from RUN_DIR's newest complete checkpoint\n"
       "  (and writes there). dpo with dpo.reference = precomputed first adds the initial model's\n"

@@ -62,5 +62,27 @@ for cmd in $commands; do
   done
 done
 echo "covered $ncmd commands and $nsub subcommands: $(echo $commands)"
+
+# Help names every value the code accepts: a bad value's error lists them
+# ("... (sft, dpo or grpo)"), and each must appear in the command's --help.
+check_values_in_help() {  # check_values_in_help "HELP WORDS" ARGS...: `fimi ARGS` rejects a value and lists the valid ones
+  local help=$1
+  shift
+  checks=$((checks + 1))
+  run "$@"
+  local list values missing=""
+  list=$(grep -oE '\(([a-z0-9_]+(, | or )?)+\)' "$WORK/err" | tail -1 | tr -d '()')
+  values=$(echo "$list" | sed -E 's/,? or /, /g; s/, /\n/g')
+  if [ -z "$values" ]; then
+    echo "FAIL: fimi $*: no list of valid values in the error:"; head -3 "$WORK/err"; failures=$((failures + 1)); return
+  fi
+  $FIMI $help --help </dev/null >"$WORK/help" 2>&1
+  for v in $values; do grep -qw -- "$v" "$WORK/help" || missing="$missing $v"; done
+  if [ -n "$missing" ]; then
+    echo "FAIL: fimi $help --help does not name:$missing (accepted: $list)"; failures=$((failures + 1))
+  fi
+}
+check_values_in_help train train --config "$SRC/configs/tiny-cpu-sft.ini" --set train.objective=bogus --dry-run
+check_values_in_help eval eval --agent bogus --tasks "$WORK/none.jsonl"
 expect_true "at least 8 commands and 10 subcommands found" test "$ncmd" -ge 8 -a "$nsub" -ge 10
 cli_summary
