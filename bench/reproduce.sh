@@ -8,13 +8,19 @@
 # stage and every later one; --only STAGE runs just that one.
 #   data    the corpus (`fimi env corpus build`: 10,000 / 1,000 / 100
 #           splits; FIMI_CORPUS=DIR reuses one built before with the same
-#           manifest), SFT_TASKS training-split tasks played by the oracle
-#           as SFT rows (catalog family), a BPE trained on those rows only,
+#           manifest), the training split shuffled (DATA_SEED), its first
+#           SFT_TASKS tasks played by the oracle as SFT rows (catalog
+#           family), a BPE trained on those rows only (--digits DIGITS),
 #           a stratified subset of HELDOUT_N held-out tasks (every held-out
 #           family, round robin), the validation split
-#   sft     a Gemma 3 model from scratch (MODEL_JSON; default: hidden 128,
-#           4 layers alternating sliding/full, window 256) trained SFT_STEPS
-#           steps on the rows, checkpoints at a third, two thirds and the end
+#   pretrain  a Gemma 3 model from scratch (MODEL_JSON; default: hidden 128,
+#           4 layers alternating sliding/full, window 256) trained
+#           PRETRAIN_STEPS steps of 32 rows on PRETRAIN_ROWS copy drills
+#           (bench/copy_drills.py: random values repeated, or asked for,
+#           put into a tool call and read back), every token a target: the
+#           in-context copying a pretrained model brings
+#   sft     the pretrained model trained SFT_STEPS steps on the rows,
+#           checkpoints at a third, two thirds and the end
 #   ladder  `fimi eval` of the three SFT checkpoints and of the oracle,
 #           random and do-nothing agents on the held-out subset
 #           (EVAL_TRIALS trials): the paper's Tables 12 and 13
@@ -32,13 +38,14 @@
 #           (`fimi report`), each stage's wall time and peak memory
 #
 # Usage: bench/reproduce.sh [--from STAGE | --only STAGE] [BUILD_DIR]
-# Env:   OUT, FIMI_CORPUS, SFT_TASKS (4000), HELDOUT_N (400), SFT_STEPS (600),
-#        SFT_LR (1e-3), GRPO_SEEDS ("1 2"), GRPO_STEPS (30), GRPO_LR (1e-4),
+# Env:   OUT, FIMI_CORPUS, DATA_SEED (1), DIGITS (runs), SFT_LOSS (model), PRETRAIN_ROWS (60000),
+#        PRETRAIN_STEPS (1000; 0 skips it), PRETRAIN_LR (3e-3), SFT_TASKS (4000), HELDOUT_N (400), SFT_STEPS (900),
+#        SFT_LR (2e-3), GRPO_SEEDS ("1 2"), GRPO_STEPS (30), GRPO_LR (1e-4),
 #        EVAL_TRIALS (2), DPO_TASKS (200), DPO_STEPS (40), MODEL_JSON,
 #        OMP_NUM_THREADS (the machine's cores)
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-STAGES=(data sft ladder grpo dpo report)
+STAGES=(data pretrain sft ladder grpo dpo report)
 FROM="" ONLY="" RUN_STAGE=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -53,7 +60,9 @@ BUILD=$(cd "${BUILD:-$SRC/build}" && pwd)
 FIMI=$BUILD/cmd/fimi
 OUT=$(mkdir -p "${OUT:-$SRC/repro-out}" && cd "${OUT:-$SRC/repro-out}" && pwd)
 export OUT
-SFT_TASKS=${SFT_TASKS:-4000} HELDOUT_N=${HELDOUT_N:-400} SFT_STEPS=${SFT_STEPS:-600} SFT_LR=${SFT_LR:-1e-3}
+DATA_SEED=${DATA_SEED:-1} DIGITS=${DIGITS:-runs} SFT_LOSS=${SFT_LOSS:-model}
+PRETRAIN_ROWS=${PRETRAIN_ROWS:-60000} PRETRAIN_STEPS=${PRETRAIN_STEPS:-1000} PRETRAIN_LR=${PRETRAIN_LR:-3e-3}
+SFT_TASKS=${SFT_TASKS:-4000} HELDOUT_N=${HELDOUT_N:-400} SFT_STEPS=${SFT_STEPS:-900} SFT_LR=${SFT_LR:-2e-3}
 GRPO_SEEDS=${GRPO_SEEDS:-"1 2"} GRPO_STEPS=${GRPO_STEPS:-30} GRPO_LR=${GRPO_LR:-1e-4}
 EVAL_TRIALS=${EVAL_TRIALS:-2} DPO_TASKS=${DPO_TASKS:-200} DPO_STEPS=${DPO_STEPS:-40}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
@@ -72,11 +81,18 @@ stage_data() {
     "$FIMI" env corpus build --out "$corpus" >"$D/corpus.log"
   fi
   "$FIMI" env corpus report "$corpus" >"$D/corpus-report.md"
-  head -n "$SFT_TASKS" "$corpus/train.jsonl" >"$D/sft_tasks.jsonl"
+  # The training split is stored grouped by use case; a seeded shuffle makes
+  # any head of it a sample of every family (the first 4,000 rows in file
+  # order held 48 of its 82 families).
+  python3 -c 'import random, sys
+rows = open(sys.argv[1]).readlines()
+random.Random(int(sys.argv[2])).shuffle(rows)
+open(sys.argv[3], "w").writelines(rows)' "$corpus/train.jsonl" "$DATA_SEED" "$D/train_shuffled.jsonl"
+  head -n "$SFT_TASKS" "$D/train_shuffled.jsonl" >"$D/sft_tasks.jsonl"
   "$FIMI" env transcripts --task-file "$D/sft_tasks.jsonl" --catalog family --out "$D/sft.jsonl" >"$D/transcripts.log"
-  "$FIMI" tokenizer train --input "$D/sft.jsonl" --vocab-size 2048 --out "$D/tokenizer.json" >/dev/null
+  "$FIMI" tokenizer train --input "$D/sft.jsonl" --vocab-size 2048 --digits "$DIGITS" --out "$D/tokenizer.json" >/dev/null
   "$FIMI" data tokenize --kind sft --input "$D/sft.jsonl" --tokenizer "$D/tokenizer.json" --out "$D/sft.h5" \
-    --max-length 2048 --overlong drop >"$D/tokenize.log"
+    --max-length 2048 --overlong drop --loss "$SFT_LOSS" >"$D/tokenize.log"
   # The held-out subset: round robin over families in the file's order, so
   # every held-out family keeps its share (the split is already stratified).
   python3 - "$corpus/heldout.jsonl" "$HELDOUT_N" "$D/heldout.jsonl" <<'PY'
@@ -95,7 +111,7 @@ print(f"held-out subset: {len(out)} of {len(rows)} tasks, {len(set(r['family'] f
 PY
   cp "$corpus/validation.jsonl" "$D/validation.jsonl"
   # GRPO and DPO draw from the training split past the SFT rows.
-  tail -n +"$((SFT_TASKS + 1))" "$corpus/train.jsonl" >"$D/rl_tasks.jsonl"
+  tail -n +"$((SFT_TASKS + 1))" "$D/train_shuffled.jsonl" >"$D/rl_tasks.jsonl"
   head -n "$DPO_TASKS" "$D/rl_tasks.jsonl" >"$D/dpo_tasks.jsonl"
 }
 
@@ -110,11 +126,28 @@ model_json() {  # the base model's config.json (MODEL_JSON overrides)
 EOF
 }
 
+stage_pretrain() {
+  local P=$OUT/pretrain
+  model_json "$P/config.json"
+  "$FIMI" init --config-json "$P/config.json" --tokenizer "$D/tokenizer.json" --out "$P/init" >/dev/null
+  if [ "$PRETRAIN_STEPS" = 0 ]; then ln -sfn init "$P/base"; return; fi
+  python3 "$SRC/bench/copy_drills.py" "$PRETRAIN_ROWS" "$DATA_SEED" "$P/drills.jsonl"
+  python3 "$SRC/bench/copy_drills.py" 200 "$((DATA_SEED + 1))" "$P/drills_eval.jsonl" --episodes-only
+  "$FIMI" data tokenize --kind sft --input "$P/drills.jsonl" --tokenizer "$D/tokenizer.json" --out "$P/drills.h5" \
+    --loss all >"$P/tokenize.log"
+  "$FIMI" data tokenize --kind sft --input "$P/drills_eval.jsonl" --tokenizer "$D/tokenizer.json" \
+    --out "$P/drills_eval.h5" >>"$P/tokenize.log"
+  "$FIMI" train --config "$SRC/configs/tiny-cpu-sft.ini" --set train.init="$P/init" --set data.train="$P/drills.h5" \
+    --set data.eval="$P/drills_eval.h5" --set train.out_dir="$P/run" --set train.steps="$PRETRAIN_STEPS" \
+    --set optim.lr="$PRETRAIN_LR" --set optim.schedule=cosine --set optim.warmup_steps=10 --set train.micro_batch=32 \
+    --set train.grad_accum=1 --set train.save_every="$PRETRAIN_STEPS" --set train.keep_last=1 \
+    --set train.eval_every=100 --set train.progress=false
+  ln -sfn "run/step_$(printf %06d "$PRETRAIN_STEPS")" "$P/base"
+}
+
 stage_sft() {
   local S=$OUT/sft third=$((SFT_STEPS / 3))
-  model_json "$S/config.json"
-  "$FIMI" init --config-json "$S/config.json" --tokenizer "$D/tokenizer.json" --out "$S/init" >/dev/null
-  "$FIMI" train --config "$SRC/configs/tiny-cpu-sft.ini" --set train.init="$S/init" --set data.train="$D/sft.h5" \
+  "$FIMI" train --config "$SRC/configs/tiny-cpu-sft.ini" --set train.init="$OUT/pretrain/base" --set data.train="$D/sft.h5" \
     --set data.eval= --set train.out_dir="$S/run" --set train.steps="$SFT_STEPS" --set optim.lr="$SFT_LR" \
     --set optim.schedule=cosine --set optim.warmup_steps=10 --set train.micro_batch=8 --set train.grad_accum=1 \
     --set train.save_every="$third" --set train.keep_last=3 --set train.eval_every=0 --set train.progress=false

@@ -46,7 +46,7 @@ def band(summary):
 
 def stage_times():
     print("## Stages\n\n| stage | wall time | peak memory |\n|---|---:|---:|")
-    for stage in ["data", "sft", "ladder", "grpo", "dpo", "report"]:
+    for stage in ["data", "pretrain", "sft", "ladder", "grpo", "dpo", "report"]:
         d = os.path.join(OUT, stage)
         try:
             secs = int(open(os.path.join(d, "seconds")).read())
