@@ -8,8 +8,8 @@
 #                background at nice 19 while the Release ctest runs, so it
 #                takes only the cores ctest leaves idle; what is left shows here
 #   asan ctest   the parsers of untrusted input, bank, dataset, optimizer, DPO,
-#                rollout, evaluation, MCP, MPI, stand-in, TensorBoard writer
-#                and CLI tests under ASan+UBSan
+#                rollout, evaluation, MCP, MPI, stand-in, TensorBoard writer,
+#                MLflow client and CLI tests under ASan+UBSan
 #   fuzz         a libFuzzer run of every fuzz target (tests/fuzz/smoke.sh;
 #                built in the background after the ASan build), as many
 #                targets at once as there are cores
@@ -97,7 +97,7 @@ ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decod
             test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
             test_gpu_train_standin env_mpi_test test_grpo_loss test_rollout test_env_transcript test_mcp test_mcp_http
             test_eval test_eval_bench rollout_exchange_test test_dpo_corpus test_dpo_pairs test_env_corpus
-            test_env_user_sim test_tensorboard)
+            test_env_user_sim test_tensorboard test_mlflow)
 # The parsers of untrusted input (files, model output, tool calls) again under
 # AddressSanitizer + UBSan: every malformed case must be rejected without a
 # memory error. The CLI scripts run against the sanitized binary too.

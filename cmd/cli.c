@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "fimi_git_commit.h"  // generated at build time (cmake/fimi_git_commit.cmake)
 #include "kernels/cpu/blas.h"
 #include "kernels/device.h"
 
@@ -76,6 +77,12 @@ static const ConfigField train_fields[] = {
 static const ConfigField track_fields[] = {
     {"track", "tensorboard", CONFIG_BOOL, "false",
      "also write every metrics.jsonl line to a TensorBoard event file in train.out_dir/tb/"},
+    {"track", "mlflow_uri", CONFIG_STRING, "",
+     "also log the run to this MLflow tracking server (http://host:5000); empty: MLFLOW_TRACKING_URI, else no MLflow"},
+    {"track", "experiment", CONFIG_STRING, "",
+     "the MLflow experiment (created when missing); empty: MLFLOW_EXPERIMENT_NAME, else Default"},
+    {"track", "mlflow_flush_s", CONFIG_FLOAT, "10",
+     "at the end of training, wait at most this many seconds for queued metrics to reach MLflow"},
 };
 
 // AdamW and the LR schedule (optim/, docs/optimizer.md).
@@ -261,6 +268,9 @@ int cli_load_config(CliOptions *opts, FimiError *err) {
     if (config_apply_override(&opts->config, opts->overrides[i], err) != 0) return -1;
   return 0;
 }
+
+const char *cli_fimi_version(void) { return FIMI_VERSION; }
+const char *cli_git_commit(void) { return FIMI_GIT_COMMIT; }
 
 int cli_fail(const char *command, const FimiError *err) {
   fprintf(stderr, "fimi %s: %s\n", command, err && err->failed ? err->message : "failed");

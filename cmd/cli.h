@@ -29,6 +29,10 @@ typedef struct CliOptions {
 int cli_parse_common(CliOptions *opts, int argc, char **argv, FimiError *err);
 // Loads the schema, then the --config file, then the --set overrides.
 int cli_load_config(CliOptions *opts, FimiError *err);
+// fimi's version (project() in CMakeLists.txt) and the git commit the
+// binary was built from ("-dirty": with uncommitted changes; "unknown").
+const char *cli_fimi_version(void);
+const char *cli_git_commit(void);
 // Prints "fimi <command>: <message>" and returns CLI_EXIT_FAILURE.
 int cli_fail(const char *command, const FimiError *err);
 // Parses "2,45,17" into ids (malloc'd); each id must be in [0, vocab).

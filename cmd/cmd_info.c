@@ -15,6 +15,7 @@
 #include "model/safetensors.h"
 
 static void print_build_info(void) {
+  printf("fimi %s (commit %s)\n", cli_fimi_version(), cli_git_commit());
   printf("fimi build: CPU backend float32 (BLAS, OpenMP); CUDA backend %s\n",
          cuda_backend_compiled() ? "compiled" : "not compiled");
   cli_print_blas(stdout);

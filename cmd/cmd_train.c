@@ -123,6 +123,33 @@ static int read_dpo(const Config *c, TrainSetup *t, FimiError *err) {
   return dpo_monitor_config_validate(&t->monitor, err) != 0 ? fimi_fail_wrap(err, "dpo.monitor") : 0;
 }
 
+// [track] MLflow keys and the MLFLOW_* environment (train/mlflow_tracker.h),
+// and what the run's tags, params and inputs.json record.
+static int read_mlflow(const Config *c, TrainSetup *t, FimiError *err) {
+  MlflowTrackerOptions *m = &t->loop.mlflow;
+  memset(m, 0, sizeof *m);
+  const char *uri, *experiment, *env_tasks, *val_tasks;
+  double flush_s = 0;
+  if (!(uri = config_get_string(c, "track", "mlflow_uri", err)) ||
+      !(experiment = config_get_string(c, "track", "experiment", err)) ||
+      config_get_float(c, "track", "mlflow_flush_s", &flush_s, err) != 0 ||
+      !(env_tasks = config_get_string(c, "env", "tasks", err)) ||
+      !(val_tasks = config_get_string(c, "env", "val_tasks", err)))
+    return -1;
+  if (mlflow_settings_resolve(&m->settings, uri, experiment, flush_s, getenv("MLFLOW_TRACKING_URI"),
+                              getenv("MLFLOW_EXPERIMENT_NAME"), getenv("MLFLOW_TRACKING_TOKEN"), err) != 0)
+    return -1;
+  m->config = c;
+  m->objective = t->objective;
+  m->fimi_version = cli_fimi_version();
+  m->git_commit = cli_git_commit();
+  const char *names[] = {"data.train", "data.eval", "env.tasks", "env.val_tasks", "tokenizer"};
+  const char *paths[] = {t->is_grpo ? "" : t->train_path, t->is_grpo ? "" : t->eval_path, t->is_grpo ? env_tasks : "",
+                         t->is_grpo ? val_tasks : "", t->tokenizer_path};
+  for (int i = 0; i < 5; i++) m->inputs[m->num_inputs++] = (RunInput){.name = names[i], .path = paths[i]};
+  return 0;
+}
+
 static int read_int(const Config *c, const char *section, const char *key, int64_t *out, FimiError *err) {
   return config_get_int(c, section, key, out, err);
 }
@@ -207,6 +234,7 @@ static int read_setup(const Config *c, TrainSetup *t, FimiError *err) {
     t->tokenizer_path[0] = 0;
   }
   l->tokenizer_path = t->tokenizer_path;
+  if (read_mlflow(c, t, err) != 0) return -1;
   return adamw_config_validate(&t->adamw, err);
 }
 
@@ -260,6 +288,9 @@ static void print_plan(const TrainSetup *t) {
   printf("  save_every %lld, keep_last %lld, max_shard_mb %g, out_dir %s\n", (long long)l->save_every,
          (long long)l->keep_last, l->max_shard_bytes / 1e6, l->out_dir);
   if (l->tensorboard) printf("  TensorBoard events in %s/tb\n", l->out_dir);
+  if (l->mlflow.settings.uri[0])
+    printf("  MLflow: %s, experiment \"%s\"%s\n", l->mlflow.settings.uri, l->mlflow.settings.experiment,
+           l->mlflow.settings.token ? " (token from MLFLOW_TRACKING_TOKEN)" : "");
 
   if (!strcmp(t->objective, "dpo"))
     printf("  dpo: loss %s, beta %g, reference %s, monitor margin %g over %d steps\n",

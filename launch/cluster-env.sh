@@ -40,8 +40,14 @@ fi
 # Site-specific: UCX_NET_DEVICES (e.g. mlx5_0:1) pins the host messages to
 # one HCA; UCX otherwise picks among all of them.
 
+# ---- MLflow (docs/tracking.md, "MLflow"): the tracking server, experiment
+# and token of the run, when the caller set them. Only rank 0 talks to the
+# server, but mpirun forwards named variables only, and rank 0 may be on
+# another node than mpirun. -x VAR names the variable: the token's value
+# never appears on the printed command line.
 FIMI_EXPORTED_VARS=(NCCL_DEBUG NCCL_DEBUG_SUBSYS CUDA_DEVICE_ORDER)
-for var in OMPI_MCA_pml OMPI_MCA_btl NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_IB_GID_INDEX UCX_NET_DEVICES UCX_TLS OMP_NUM_THREADS; do
+for var in OMPI_MCA_pml OMPI_MCA_btl NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_IB_GID_INDEX UCX_NET_DEVICES UCX_TLS OMP_NUM_THREADS \
+           MLFLOW_TRACKING_URI MLFLOW_EXPERIMENT_NAME MLFLOW_TRACKING_TOKEN; do
   [ -n "${!var:-}" ] && FIMI_EXPORTED_VARS+=("$var")
 done
 export "${FIMI_EXPORTED_VARS[@]}"

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 FIMI_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev libpcre2-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libhdf5-dev libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler libisal-dev python3-venv gnuplot-nox)
+DEBIAN_PACKAGES=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcjson-dev libinih-dev libpcre2-dev libsqlite3-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libhdf5-dev libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler libisal-dev python3-venv gnuplot-nox)
 # With --python (the test command) also clang and its libFuzzer runtime, for
 # the fuzz smoke run of tests/fuzz/smoke.sh, and Slurm and munge for the
 # one-node cluster of tests/slurm/cli_slurm.sh, these without their
@@ -52,7 +52,8 @@ if [ "${1:-}" = "--python" ]; then
     python3 -m venv "$FIMI_ROOT/.venv"
   fi
   # torch/transformers are optional (large): hf_parity.py skips without them.
-  # tensorboard reads back fimi's event files (tests/interop/test_tensorboard_interop.py).
+  # tensorboard reads back fimi's event files (tests/interop/test_tensorboard_interop.py);
+  # mlflow runs a tracking server and reads fimi's runs back (tests/interop/test_mlflow_interop.py).
   "$FIMI_ROOT/.venv/bin/pip" install -q --disable-pip-version-check pytest numpy safetensors tokenizers h5py mcp \
-    tensorboard
+    tensorboard mlflow
 fi

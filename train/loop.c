@@ -112,13 +112,16 @@ static int add_run_header(cJSON *line) {
 // Every metrics.jsonl row also goes to the TensorBoard event file when one
 // is open. Its failure costs only the event file: warned once (the writer
 // closes itself), training and metrics.jsonl go on.
-static void track_row(TbWriter *tb, const cJSON *row) {
+// The MLflow tracker only queues it (its thread sends it).
+static void track_row(TbWriter *tb, MlflowTracker *mlflow, const cJSON *row) {
   FimiError err = {0};
   if (tb_writer_write_row(tb, row, &err) != 0)
     log_warn("TensorBoard events stop here (%s); training goes on, metrics.jsonl stays complete", err.message);
+  mlflow_tracker_log_row(mlflow, row);
 }
 
-static int write_metrics(FILE *f, TbWriter *tb, const TrainLoopConfig *c, const StepRecord *r, FimiError *err) {
+static int write_metrics(FILE *f, TbWriter *tb, MlflowTracker *mlflow, const TrainLoopConfig *c, const StepRecord *r,
+                         FimiError *err) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return fimi_fail(err, "out of memory writing metrics");
   cJSON_AddNumberToObject(o, "step", (double)r->step);
@@ -145,7 +148,7 @@ static int write_metrics(FILE *f, TbWriter *tb, const TrainLoopConfig *c, const 
   }
   char *text = cJSON_PrintUnformatted(o);
   int bad = !text || fprintf(f, "%s\n", text) < 0 || fflush(f) != 0;
-  if (!bad) track_row(tb, o);
+  if (!bad) track_row(tb, mlflow, o);
   cJSON_Delete(o);
   free(text);
   if (!text) return fimi_fail(err, "out of memory writing metrics");
@@ -164,6 +167,22 @@ static void open_tensorboard(TbWriter *tb, const char *out_dir, int64_t first_st
 static void close_tensorboard(TbWriter *tb) {
   FimiError err = {0};
   if (tb_writer_close(tb, &err) != 0) log_warn("TensorBoard events: %s", err.message);
+}
+
+// The MLflow run of this invocation (rank 0). A tracker that cannot start
+// warns and training goes on without it.
+static MlflowTracker *open_mlflow(const TrainLoopConfig *c, const TrainState *s, int64_t start_step) {
+  static const char *types[] = {[GEMMA_FAMILY_GEMMA2] = "gemma2", [GEMMA_FAMILY_GEMMA3] = "gemma3_text",
+                                [GEMMA_FAMILY_GEMMA4] = "gemma4_text"};
+  const GemmaConfig *cfg = &s->model->config;
+  MlflowRunContext ctx = {c->out_dir, start_step, s->world > 0 ? s->world : 1,
+                          cfg->family >= GEMMA_FAMILY_GEMMA2 && cfg->family <= GEMMA_FAMILY_GEMMA4 ? types[cfg->family]
+                                                                                                   : NULL,
+                          gemma_config_param_count(cfg)};
+  FimiError err = {0};
+  MlflowTracker *t = mlflow_tracker_open(&c->mlflow, &ctx, &err);
+  if (!t) log_warn("no MLflow tracking (%s); training goes on, metrics.jsonl stays complete", err.message);
+  return t;
 }
 
 // ---- evaluation -------------------------------------------------------------------
@@ -358,6 +377,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
     rc = fimi_fail(err, "cannot open %s for writing", metrics_path);
   TbWriter tb = {0};
   if (rc == 0 && metrics && c->tensorboard) open_tensorboard(&tb, c->out_dir, ts.step + 1);
+  MlflowTracker *mlflow = rc == 0 && metrics && c->mlflow.settings.uri[0] ? open_mlflow(c, s, ts.step) : NULL;
   summary->start_step = summary->end_step = ts.step;
   // A fresh run with a validation hook scores the initial weights first: the
   // baseline, logged as "validation_start" on step 1's line.
@@ -408,7 +428,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
         new_best = 1;
       }
     }
-    if (metrics && (rc = write_metrics(metrics, &tb, c, &r, err)) != 0) break;
+    if (metrics && (rc = write_metrics(metrics, &tb, mlflow, c, &r, err)) != 0) break;
     if (summary->end_step == summary->start_step) summary->first_loss = r.loss;
     summary->last_loss = r.loss;
     summary->end_step = step;
@@ -432,6 +452,7 @@ int train_run(const TrainLoopConfig *c, TrainState *s, const TrainObjective *obj
   summary->skipped = ts.skipped;
   if (metrics) fclose(metrics);
   close_tensorboard(&tb);
+  mlflow_tracker_close(mlflow, rc != 0);  // after metrics.jsonl is closed: it is an artifact
   free(idx);
   dataset_loader_free(&loader);
   return rc;

@@ -11,7 +11,9 @@
 // every eval_every steps, a checkpoint every save_every steps (and at the
 // last step and at stop_at_step), keeping the last keep_last. With
 // tensorboard set, every metrics.jsonl line also goes to a TensorBoard event
-// file in OUT/tb/ (train/tensorboard.h).
+// file in OUT/tb/ (train/tensorboard.h); with an MLflow tracking URI, it
+// is also queued for the MLflow tracker (train/mlflow_tracker.h), whose run
+// ends FINISHED, or FAILED when train_run fails.
 //
 // World 1 only for now: no MPI. A ZeRO-3 version swaps TrainState's
 // functions and all-reduces the gradient sum of squares and the metrics.
@@ -24,6 +26,7 @@
 #include "data/dataset.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/mlflow_tracker.h"
 #include "train/objective.h"
 #include "train/state.h"
 
@@ -51,6 +54,9 @@ typedef struct TrainLoopConfig {
   uint64_t config_hash;        // stored in checkpoints, compared on resume
   int progress;                // 1: print the live progress line on stderr
   int tensorboard;             // 1: also OUT/tb/ event files (a failed write warns, training goes on)
+  // mlflow.settings.uri non-empty: rank 0 also tracks the run on that MLflow
+  // server (a server that is down warns, training goes on).
+  MlflowTrackerOptions mlflow;
   // Optional (NULL: none): the objective's own per-step metrics (DPO's
   // rewards, ...). Called once per step after any evaluation, just before
   // the step's metrics.jsonl line is written; adds fields to `line`.
