@@ -115,6 +115,8 @@ static const ConfigField grpo_fields[] = {
     {"grpo", "adv_eps", CONFIG_FLOAT, "1e-4", "added to the group std (TRL's 1e-4)"},
     {"grpo", "pass_threshold", CONFIG_FLOAT, "1.0", "a rollout passes at reward >= this (all-fail/all-pass groups)"},
     {"grpo", "updates_per_batch", CONFIG_INT, "1", "optimizer steps per batch of rollouts"},
+    {"grpo", "max_draws", CONFIG_INT, "1",
+     "dynamic sampling: batches of tasks_per_step tasks a step may draw so that every group's rewards differ (1: off)"},
     {"grpo", "clip_low", CONFIG_FLOAT, "0.2", "ratio clipped below at 1 - clip_low"},
     {"grpo", "clip_high", CONFIG_FLOAT, "0.2", "ratio clipped above at 1 + clip_high (DAPO: 0.28)"},
     {"grpo", "kl_coef", CONFIG_FLOAT, "0", "k3 KL penalty to the initial model (0: none)"},

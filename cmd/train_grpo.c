@@ -27,6 +27,7 @@ int grpo_setup_read(const Config *c, uint64_t seed, GrpoSetup *out, FimiError *e
       config_get_float(c, "grpo", "adv_eps", &g->adv_eps, err) ||
       config_get_float(c, "grpo", "pass_threshold", &g->pass_threshold, err) ||
       cli_get_int(c, "grpo", "updates_per_batch", &g->updates_per_batch, err) ||
+      cli_get_int(c, "grpo", "max_draws", &g->max_draws, err) ||
       config_get_float(c, "grpo", "clip_low", &g->loss.clip_low, err) ||
       config_get_float(c, "grpo", "clip_high", &g->loss.clip_high, err) ||
       config_get_float(c, "grpo", "kl_coef", &g->loss.kl_coef, err) ||

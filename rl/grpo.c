@@ -27,6 +27,7 @@ void grpo_config_default(GrpoConfig *c) {
   c->adv_eps = 1e-4;
   c->pass_threshold = 1.0;
   c->updates_per_batch = 1;
+  c->max_draws = 1;
   grpo_loss_config_default(&c->loss);
   rollout_config_default(&c->rollout);
   c->val_greedy = 1;
@@ -49,6 +50,8 @@ int grpo_config_validate(const GrpoConfig *c, FimiError *err) {
   if (!isfinite(c->pass_threshold)) return fimi_fail(err, "grpo.pass_threshold must be finite");
   if (c->updates_per_batch < 1 || c->updates_per_batch > 64)
     return fimi_fail(err, "grpo.updates_per_batch must be in [1, 64] (got %d)", c->updates_per_batch);
+  if (c->max_draws < 1 || c->max_draws > 64)
+    return fimi_fail(err, "grpo.max_draws must be in [1, 64] (got %d; 1: no dynamic sampling)", c->max_draws);
   if (c->val_tasks < 0) return fimi_fail(err, "grpo.val_tasks must be >= 0");
   if (c->log_rollouts < 0) return fimi_fail(err, "grpo.log_rollouts must be >= 0 (0: never)");
   if (grpo_loss_config_validate(&c->loss, err) != 0) return -1;
@@ -291,6 +294,106 @@ static int log_rollouts(const GrpoObjective *g, int64_t step, const double *rewa
   return rc == 0 ? 0 : fimi_fail_wrap(err, "grpo.log_rollouts");
 }
 
+// ---- dynamic sampling -------------------------------------------------------------------
+
+// A group whose rollouts all scored alike has advantages of exactly 0.
+static int group_has_signal(const double *adv, int G) {
+  for (int i = 0; i < G; i++)
+    if (adv[i] != 0.0) return 1;
+  return 0;
+}
+
+static int count_signal_groups(const double *adv, int B, int G) {
+  int n = 0;
+  for (int b = 0; b < B; b++) n += group_has_signal(adv + (long)b * G, G);
+  return n;
+}
+
+// The jobs of draw `draw` of a step: the next B tasks, G rollouts each,
+// one simulator seed per group (draw 0's seeds are those of a step without
+// dynamic sampling).
+static int draw_jobs(GrpoObjective *g, int64_t step, int draw, int64_t *idx, RolloutJob *jobs, FimiError *err) {
+  const GrpoConfig *c = &g->config;
+  int B = c->tasks_per_step, G = c->group_size;
+  if (next_tasks(g, idx, B, err) != 0) return -1;
+  uint64_t base = rng_mix(c->seed, (uint64_t)step);
+  if (draw > 0) base = rng_mix(base ^ 0xd2a3d2a3ULL, (uint64_t)draw);
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < G; i++) jobs[b * G + i] = (RolloutJob){(int)idx[b], b, rng_mix(base, (uint64_t)b)};
+  return 0;
+}
+
+static uint64_t draw_stream_seed(const GrpoConfig *c, int64_t step, int draw) {
+  uint64_t seed = rng_mix(c->seed ^ 0x5eedULL, (uint64_t)step);
+  return draw > 0 ? rng_mix(seed ^ 0xd2a3d2a3ULL, (uint64_t)draw) : seed;
+}
+
+// Moves the signal groups of a further draw (x, x_rewards, x_adv) into the
+// places of the batch's groups without signal; what is not moved is freed.
+static void take_signal_groups(GrpoObjective *g, double *rewards, Rollout *x, const double *x_rewards,
+                               const double *x_adv) {
+  int B = g->config.tasks_per_step, G = g->config.group_size, z = 0;
+  for (int e = 0; e < B; e++) {
+    if (!group_has_signal(x_adv + (long)e * G, G)) continue;
+    while (z < B && group_has_signal(g->adv + (long)z * G, G)) z++;
+    if (z == B) break;
+    for (int i = 0; i < G; i++) {
+      int to = z * G + i, from = e * G + i;
+      rollout_free(&g->rollouts[to]);
+      g->rollouts[to] = x[from];
+      memset(&x[from], 0, sizeof x[from]);
+      rewards[to] = x_rewards[from];
+      g->adv[to] = x_adv[from];
+    }
+  }
+  free_rollouts(x, B * G);
+}
+
+// Draws up to max_draws - 1 further batches while the step's batch has
+// groups without signal (dynamic sampling). Their rollouts' time counts in
+// the step's; their statistics do not (the step reports its first draw).
+static int fill_signal_groups(GrpoObjective *g, TrainState *s, int64_t step, double *rewards, FimiError *err) {
+  const GrpoConfig *c = &g->config;
+  int B = c->tasks_per_step, G = c->group_size, n = B * G;
+  g->last.draws = 1;
+  g->last.signal_groups = count_signal_groups(g->adv, B, G);
+  if (c->max_draws <= 1 || g->last.signal_groups == B) return 0;
+  int64_t *idx = fimi_malloc((size_t)B * sizeof *idx, err);
+  RolloutJob *jobs = idx ? fimi_malloc((size_t)n * sizeof *jobs, err) : NULL;
+  Rollout *x = jobs ? fimi_calloc((size_t)n, sizeof *x, err) : NULL;
+  double *xr = x ? fimi_malloc((size_t)n * 2 * sizeof *xr, err) : NULL;
+  GrpoRankWork *work = xr ? fimi_calloc((size_t)g->work_ranks, sizeof *work, err) : NULL;
+  int rc = work ? 0 : -1;
+  for (int d = 1; rc == 0 && d < c->max_draws && g->last.signal_groups < B; d++) {
+    GrpoStepStats scratch = {0};
+    rc = draw_jobs(g, step, d, idx, jobs, err);
+    if (rc == 0)
+      rc = play(g, s, g->env, &c->rollout, jobs, n, G, draw_stream_seed(c, step, d), x, xr, &scratch, work, err);
+    if (rc == 0)
+      rc = grpo_advantages(xr, B, G, c->scale_by_std, c->adv_eps, c->pass_threshold, xr + n, NULL, err);
+    g->last.times.prefill += scratch.times.prefill;
+    g->last.times.decode += scratch.times.decode;
+    g->last.times.env += scratch.times.env;
+    g->last.rollout_seconds += scratch.rollout_seconds;
+    g->last.exchange_seconds += scratch.exchange_seconds;
+    for (int r = 0; r < g->work_ranks; r++) {
+      g->work[r].rollouts += work[r].rollouts;
+      g->work[r].prefill_tokens += work[r].prefill_tokens;
+      g->work[r].decode_tokens += work[r].decode_tokens;
+    }
+    if (rc == 0) take_signal_groups(g, rewards, x, xr, xr + n);
+    g->last.draws = d + 1;
+    g->last.signal_groups = count_signal_groups(g->adv, B, G);
+  }
+  free_rollouts(x, x ? n : 0);
+  free(work);
+  free(xr);
+  free(x);
+  free(jobs);
+  free(idx);
+  return rc;
+}
+
 static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
   GrpoObjective *g = ctx;
   const GrpoConfig *c = &g->config;
@@ -314,14 +417,12 @@ static int begin_step(void *ctx, TrainState *s, int64_t step, FimiError *err) {
   int64_t *idx = fimi_malloc((size_t)B * sizeof *idx, err);
   RolloutJob *jobs = idx ? fimi_malloc((size_t)n * sizeof *jobs, err) : NULL;
   double *rewards = jobs ? fimi_malloc((size_t)n * sizeof *rewards, err) : NULL;
-  int rc = rewards ? next_tasks(g, idx, B, err) : -1;
-  for (int b = 0; rc == 0 && b < B; b++)
-    for (int i = 0; i < G; i++)
-      jobs[b * G + i] = (RolloutJob){(int)idx[b], b, rng_mix(rng_mix(c->seed, (uint64_t)step), (uint64_t)b)};
-  if (rc == 0) rc = play(g, s, g->env, &c->rollout, jobs, n, G, rng_mix(c->seed ^ 0x5eedULL, (uint64_t)step),
-                         g->rollouts, rewards, &g->last, g->work, err);
+  int rc = rewards ? draw_jobs(g, step, 0, idx, jobs, err) : -1;
+  if (rc == 0) rc = play(g, s, g->env, &c->rollout, jobs, n, G, draw_stream_seed(c, step, 0), g->rollouts, rewards,
+                         &g->last, g->work, err);
   if (rc == 0)
     rc = grpo_advantages(rewards, B, G, c->scale_by_std, c->adv_eps, c->pass_threshold, g->adv, &g->last.groups, err);
+  if (rc == 0) rc = fill_signal_groups(g, s, step, rewards, err);
   if (rc == 0) {
     // Episodes the environment failed carry no signal about the policy:
     // their tokens leave the loss.
@@ -556,6 +657,8 @@ static int step_metrics(void *ctx, int64_t step, cJSON *line, FimiError *err) {
   cJSON_AddNumberToObject(line, "zero_variance_groups", (double)st->groups.zero_variance / groups);
   cJSON_AddNumberToObject(line, "all_fail_groups", (double)st->groups.all_fail / groups);
   cJSON_AddNumberToObject(line, "all_pass_groups", (double)st->groups.all_pass / groups);
+  cJSON_AddNumberToObject(line, "draws", st->draws);
+  cJSON_AddNumberToObject(line, "signal_groups", (double)st->signal_groups / groups);
   double tokens = st->loss.tokens > 0 ? st->loss.tokens : 1;
   cJSON_AddNumberToObject(line, "clip_fraction", st->loss.clipped / tokens);
   cJSON_AddNumberToObject(line, "ratio_mean", st->loss.tokens > 0 ? st->loss.ratio_sum / tokens : 1.0);

@@ -11,7 +11,10 @@
 // rollout = strict_total (grpo.reward = strict, Eq. 3 with Eq. 4's order
 // gate) or total (set); advantages per group; then the loop's micro-batches
 // are rollouts: rows index the step's B * G rollouts in order, so
-// train.micro_batch * train.grad_accum must equal B * G. updates_per_batch
+// train.micro_batch * train.grad_accum must equal B * G. With max_draws D >
+// 1 (dynamic sampling, as DAPO's), groups whose rollouts all scored alike
+// are replaced by groups of further batches of B tasks that differ, up to
+// D batches a step. updates_per_batch
 // = K reuses one batch of rollouts for K optimizer steps (the ratio against
 // the sampling-time log-probs is then no longer 1 after the first).
 //
@@ -46,6 +49,7 @@ typedef struct GrpoConfig {
   double adv_eps;            // grpo.adv_eps
   double pass_threshold;     // grpo.pass_threshold: a rollout passes at reward >= it (all-fail groups)
   int updates_per_batch;     // grpo.updates_per_batch
+  int max_draws;             // grpo.max_draws: batches of B tasks a step may draw to fill it with signal groups
   GrpoLossConfig loss;       // grpo.clip_low, clip_high, kl_coef, loss_aggregation
   RolloutConfig rollout;     // sampling, budgets, slots, catalog
   int val_tasks;             // grpo.val_tasks: validation tasks scored (0: all)
@@ -87,7 +91,9 @@ typedef struct GrpoStepStats {
   int rollouts, failed;
   double reward_mean, reward_std;
   double seq, seq_frac, db, comm, judge, total, strict_total;  // means over rollouts
-  GrpoGroupStats groups;
+  GrpoGroupStats groups;     // of the step's first draw of B tasks
+  int draws;                 // batches of B tasks drawn (1 without dynamic sampling)
+  int signal_groups;         // groups of the trained batch whose rewards differ
   GrpoLossStats loss;        // summed over the step's micro-batches
   double gen_tokens, turns, tool_calls, tool_errors, malformed;  // means per episode
   int ends[ROLLOUT_END_COUNT];

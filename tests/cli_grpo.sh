@@ -10,7 +10,8 @@
 # --resume equals the straight run (weights bitwise, metrics minus timing);
 # grpo.updates_per_batch = 2 reuses each batch once (fresh_rollouts, no
 # rollout time on reuse steps) and a resume inside a batch warns and samples
-# a fresh one; grpo.kl_coef > 0 logs kl 0 at step 1 and > 0 after the first
+# a fresh one; grpo.max_draws = 4 keeps the first draw's statistics and
+# replaces groups without signal from further draws; grpo.kl_coef > 0 logs kl 0 at step 1 and > 0 after the first
 # update that moved the weights; reward_mean is the mean of strict_total
 # (grpo.reward = strict) or total (set); --dry-run prints the GRPO plan and
 # the rollout memory (and the rollouts every rank holds); config errors name
@@ -138,6 +139,24 @@ for k in ["total", "strict_total", "seq", "seq_frac", "gen_tokens", "tokens"]:
     assert s[k] == a[k], (k, s[k], a[k])
 print("set", s["reward_mean"], "strict", a["reward_mean"])' "$WORK/set/metrics.jsonl" "$WORK/a/metrics.jsonl"
 
+# Dynamic sampling: further draws replace the groups without signal.
+expect_ok "max_draws 4" run "$WORK/ds" --set grpo.max_draws=4 --set train.steps=2 --set train.eval_every=0
+expect_true "max_draws 4: the first draw as without it, then groups without signal replaced from up to 3 more" "$PY" -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+plain = [json.loads(l) for l in open(sys.argv[2])]
+assert all(r["draws"] == 1 and abs(r["signal_groups"] - (1 - r["zero_variance_groups"])) < 1e-12 for r in plain), plain
+for k in ["reward_mean", "total", "strict_total", "gen_tokens", "zero_variance_groups", "all_fail_groups"]:
+    assert rows[0][k] == plain[0][k], (k, rows[0][k], plain[0][k])  # statistics of the first draw
+for r in rows:
+    assert 1 <= r["draws"] <= 4 and r["rank_rollouts"] == [8 * r["draws"]], r
+    assert r["signal_groups"] >= 1 - r["zero_variance_groups"], r
+    assert r["signal_groups"] == 1 or r["draws"] == 4, r  # stops when full, or at max_draws
+    assert (r["draws"] > 1) == (r["zero_variance_groups"] > 0), r
+print("draws", [r["draws"] for r in rows], "signal", [r["signal_groups"] for r in rows],
+      "first draw", [1 - r["zero_variance_groups"] for r in rows])' "$WORK/ds/metrics.jsonl" "$WORK/a/metrics.jsonl"
+cat "$WORK/out"
+
 # --dry-run.
 expect_ok "dry run" run "$WORK/dry" --dry-run
 expect_true "dry run prints the grpo plan and the rollout memory" sh -c "grep -q 'grpo: 2 tasks x 4 rollouts a step' '$WORK/out' && grep -q 'rollout memory per train rank' '$WORK/out' && grep -q 'every rank holds all 8' '$WORK/out'"
@@ -159,6 +178,7 @@ expect_fail "missing env.val_tasks file" "env.val_tasks" run "$WORK/e" --set env
 expect_fail "grpo.context above the model's positions" "grpo.context 4096 exceeds the model's max_position_embeddings" \
   run "$WORK/e" --set grpo.context=4096
 expect_fail "updates_per_batch 0" "grpo.updates_per_batch" run "$WORK/e" --set grpo.updates_per_batch=0
+expect_fail "max_draws 0" "grpo.max_draws must be in [1, 64]" run "$WORK/e" --set grpo.max_draws=0
 # --device cuda: a CPU-only build refuses the device, a CUDA build finds no
 # GPU here (GRPO on the GPU: tests/standin/test_rollout_cuda_standin.c).
 checks=$((checks + 1))
