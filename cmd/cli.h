@@ -88,6 +88,9 @@ int cmd_data(int argc, char **argv);
 int cmd_dpo(int argc, char **argv);
 // `fimi eval` (cmd/cmd_eval.c).
 int cmd_eval(int argc, char **argv);
+// `fimi eval` without its MLflow run: the harness that `fimi eval bench`
+// plays its cases through (the bench logs its own run).
+int cmd_eval_harness(int argc, char **argv);
 // `fimi eval bench` (cmd/cmd_eval_bench.c).
 int cmd_eval_bench(int argc, char **argv);
 // `fimi train` (cmd/cmd_train.c).

@@ -1,7 +1,9 @@
 // cmd/cmd_eval.c: `fimi eval` (docs/evaluation.md): the held-out harness
 // of eval/ on a task file with a saved model (CPU or GPU policy) or a
 // scripted agent, writing the result file and its Markdown summary; and
-// `fimi eval compare` (paired sign test) and `fimi eval ladder`.
+// `fimi eval compare` (paired sign test) and `fimi eval ladder` (from result
+// files or from the runs an MLflow experiment holds). With MLflow
+// configured, an evaluation is also logged as a run (eval/mlflow_eval.h).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "core/json.h"
 #include "core/progress.h"
 #include "eval/harness.h"
+#include "eval/mlflow_eval.h"
 #include "eval/summary.h"
 #include "kernels/device.h"
 #include "model/gemma.h"
@@ -21,8 +24,10 @@ static void eval_usage(FILE *out) {
   fprintf(out,
           "usage: fimi eval (--model DIR | --agent oracle|do_nothing|random) --tasks FILE [--trials N]\n"
           "                 [--out results.json] [--label NAME] [--tokenizer F] [--device cpu|cuda]\n"
+          "                 [--mlflow-uri URI] [--experiment NAME]\n"
           "       fimi eval compare A.json B.json [--out compare.json]\n"
           "       fimi eval ladder A.json B.json ...\n"
+          "       fimi eval ladder --mlflow-experiment NAME [--mlflow-uri URI]\n"
           "  plays every task of FILE N times (eval.trials) and writes every episode with its reward\n"
           "  breakdown to --out (default results.json) and a Markdown summary beside it (.md)\n"
           "    --model      a saved model directory (model.safetensors, config.json, tokenizer.json)\n"
@@ -30,21 +35,27 @@ static void eval_usage(FILE *out) {
           "    --trials     episodes per task (eval.trials; the band and pass^k need >= 2)\n"
           "    --label      the run's name in tables (default: the model directory or agent)\n"
           "    --tokenizer  tokenizer.json (default: DIR/tokenizer.json)\n"
+          "    --mlflow-uri also log the evaluation as a run on this MLflow tracking server (default:\n"
+          "                 track.mlflow_uri, else MLFLOW_TRACKING_URI; none: no MLflow)\n"
+          "    --experiment its MLflow experiment (default: track.experiment, else MLFLOW_EXPERIMENT_NAME,\n"
+          "                 else the training run's when DIR is a tracked checkpoint, else Default)\n"
           "  compare: per-task paired comparison of B against A (same tasks), exact sign test\n"
-          "  ladder:  mean reward overall and per task kind, one row per result file, best in bold\n"
+          "  ladder:  mean reward overall and per task kind, one row per result file, best in bold;\n"
+          "           --mlflow-experiment: one row per finished fimi eval run of that experiment, oldest\n"
+          "           first, its result file downloaded from the server\n"
           "  settings: [eval] trials, seed, success, temperature, top_p; budgets from [grpo] and [rollout]\n");
 }
 
 typedef struct EvalArgs {
-  const char *model, *agent, *tasks, *out, *label, *tokenizer;
+  const char *model, *agent, *tasks, *out, *label, *tokenizer, *mlflow_uri, *experiment;
   long trials;  // 0: eval.trials
 } EvalArgs;
 
 static int parse_eval_args(int argc, char **argv, EvalArgs *a, FimiError *err) {
   memset(a, 0, sizeof *a);
   a->out = "results.json";
-  static const char *const flags[] = {"--model", "--agent", "--tasks", "--out", "--label", "--tokenizer", "--trials",
-                                      NULL};
+  static const char *const flags[] = {"--model",  "--agent",      "--tasks",      "--out", "--label",
+                                      "--tokenizer", "--trials", "--mlflow-uri", "--experiment", NULL};
   for (int i = 1; i < argc; i++) {
     if (!cli_is_one_of(argv[i], flags)) return fimi_fail(err, "unknown argument \"%s\" (see fimi eval --help)", argv[i]);
     const char *flag = argv[i], *v = cli_flag_value(argc, argv, &i, err);
@@ -55,6 +66,8 @@ static int parse_eval_args(int argc, char **argv, EvalArgs *a, FimiError *err) {
     if (!strcmp(flag, "--out")) a->out = v;
     if (!strcmp(flag, "--label")) a->label = v;
     if (!strcmp(flag, "--tokenizer")) a->tokenizer = v;
+    if (!strcmp(flag, "--mlflow-uri")) a->mlflow_uri = v;
+    if (!strcmp(flag, "--experiment")) a->experiment = v;
     if (!strcmp(flag, "--trials") && cli_parse_int("--trials", v, 1, 1000, &a->trials, err) != 0) return -1;
   }
   if (!a->tasks) return fimi_fail(err, "--tasks FILE is required (a task file: fimi env sample)");
@@ -176,7 +189,17 @@ static int write_outputs(const EvalResults *r, const char *path, FimiError *err)
   return rc;
 }
 
-static int cmd_eval_run(int argc, char **argv) {
+// The evaluation's MLflow run (NULL: none): created once the inputs are
+// read, before any episode is played.
+static EvalMlflowRun *start_tracking(const EvalArgs *a, const MlflowSettings *s, int experiment_named) {
+  EvalMlflowOptions o = {.settings = *s, .experiment_named = experiment_named, .kind = EVAL_MLFLOW_KIND_EVAL,
+                         .command = "fimi eval", .run_name = a->label ? a->label : a->agent ? a->agent : a->model,
+                         .model = a->model, .agent = a->agent, .results = a->out,
+                         .fimi_version = cli_fimi_version(), .git_commit = cli_git_commit()};
+  return eval_mlflow_start(&o);
+}
+
+static int cmd_eval_run(int argc, char **argv, int tracked) {
   if (cli_wants_help(argc, argv, 1)) {
     eval_usage(stdout);
     return 0;
@@ -186,9 +209,11 @@ static int cmd_eval_run(int argc, char **argv) {
   int rest = cli_parse_common(&opts, argc, argv, &err);
   EvalArgs a;
   EvalConfig e;
-  int row_invariant = 1, chunk = 64;
+  MlflowSettings mlflow = {0};
+  int row_invariant = 1, chunk = 64, experiment_named = 0;
   if (rest < 0 || cli_load_config(&opts, &err) != 0 || parse_eval_args(rest, argv, &a, &err) != 0 ||
-      read_eval_config(&opts.config, &a, &e, &row_invariant, &chunk, &err) != 0)
+      read_eval_config(&opts.config, &a, &e, &row_invariant, &chunk, &err) != 0 ||
+      (tracked && eval_mlflow_settings(&mlflow, &experiment_named, a.mlflow_uri, a.experiment, &opts.config, &err) != 0))
     return cli_fail("eval", &err);
   int agent = a.agent ? agent_kind_from_name(a.agent) : -1;
   if (a.agent && agent < 0) {
@@ -203,6 +228,7 @@ static int cmd_eval_run(int argc, char **argv) {
     fimi_fail(&err, "%s: no tasks (fimi env sample writes a task file)", a.tasks);
     return cli_fail("eval", &err);
   }
+  EvalMlflowRun *run = start_tracking(&a, &mlflow, experiment_named);
   EvalResults results = {0};
   double start = monotonic_seconds();
   int rc;
@@ -216,8 +242,17 @@ static int cmd_eval_run(int argc, char **argv) {
   if (rc == 0) rc = write_outputs(&results, a.out, &err);
   eval_results_free(&results);
   task_list_free(&tasks);
+  if (run) {
+    char md[4096] = "";
+    cli_sibling_path(a.out, ".md", md, sizeof md, NULL);
+    const char *artifacts[] = {a.out, md, NULL};
+    fflush(stdout);
+    eval_mlflow_finish(run, a.out, artifacts, rc != 0);
+  }
   return rc == 0 ? 0 : cli_fail("eval", &err);
 }
+
+int cmd_eval_harness(int argc, char **argv) { return cmd_eval_run(argc, argv, 0); }
 
 // ---- compare and ladder -------------------------------------------------------------------------
 
@@ -263,26 +298,55 @@ static int cmd_eval_compare(int argc, char **argv) {
   return rc == 0 ? 0 : cli_fail("eval compare", &err);
 }
 
+// `fimi eval ladder --mlflow-experiment NAME [--mlflow-uri URI]`: the runs
+// of the experiment, their result files downloaded.
+static int ladder_from_mlflow(int argc, char **argv, EvalResults **runs, int *n, FimiError *err) {
+  const char *uri = NULL, *experiment = NULL;
+  static const char *const flags[] = {"--mlflow-experiment", "--mlflow-uri", NULL};
+  for (int i = 1; i < argc; i++) {
+    if (!cli_is_one_of(argv[i], flags))
+      return fimi_fail(err, "unexpected argument \"%s\" (usage: fimi eval ladder --mlflow-experiment NAME "
+                            "[--mlflow-uri URI])", argv[i]);
+    const char *flag = argv[i], *v = cli_flag_value(argc, argv, &i, err);
+    if (!v) return -1;
+    if (!strcmp(flag, "--mlflow-uri")) uri = v;
+    if (!strcmp(flag, "--mlflow-experiment")) experiment = v;
+  }
+  MlflowSettings s;
+  int named = 0;
+  if (!experiment || !experiment[0]) return fimi_fail(err, "--mlflow-experiment NAME is required with --mlflow-uri");
+  if (eval_mlflow_settings(&s, &named, uri, experiment, NULL, err) != 0) return -1;
+  if (!s.uri[0]) return fimi_fail(err, "no MLflow server: give --mlflow-uri URI or set MLFLOW_TRACKING_URI");
+  return eval_mlflow_fetch_results(&s, experiment, runs, n, err);
+}
+
 static int cmd_eval_ladder(int argc, char **argv) {
   if (cli_wants_help(argc, argv, 1)) {
     eval_usage(stdout);
     return 0;
   }
   FimiError err = {0};
-  int n = argc - 1;
+  int n = argc - 1, from_mlflow = 0;
   for (int i = 1; i < argc; i++)
-    if (argv[i][0] == '-') {
-      fimi_fail(&err, "unexpected argument \"%s\" (usage: fimi eval ladder A.json B.json ...)", argv[i]);
+    if (!strcmp(argv[i], "--mlflow-experiment") || !strcmp(argv[i], "--mlflow-uri")) from_mlflow = 1;
+  EvalResults *runs = NULL;
+  if (from_mlflow) {
+    if (ladder_from_mlflow(argc, argv, &runs, &n, &err) != 0) return cli_fail("eval ladder", &err);
+  } else {
+    for (int i = 1; i < argc; i++)
+      if (argv[i][0] == '-') {
+        fimi_fail(&err, "unexpected argument \"%s\" (usage: fimi eval ladder A.json B.json ...)", argv[i]);
+        return cli_fail("eval ladder", &err);
+      }
+    if (n < 1) {
+      fimi_fail(&err, "give one or more result files (fimi eval ladder A.json B.json ...)");
       return cli_fail("eval ladder", &err);
     }
-  if (n < 1) {
-    fimi_fail(&err, "give one or more result files (fimi eval ladder A.json B.json ...)");
-    return cli_fail("eval ladder", &err);
-  }
-  EvalResults *runs = fimi_calloc((size_t)n, sizeof *runs, &err);
-  if (!runs || read_all(n, argv + 1, runs, &err) != 0) {
-    free(runs);
-    return cli_fail("eval ladder", &err);
+    runs = fimi_calloc((size_t)n, sizeof *runs, &err);
+    if (!runs || read_all(n, argv + 1, runs, &err) != 0) {
+      free(runs);
+      return cli_fail("eval ladder", &err);
+    }
   }
   int rc = eval_ladder(runs, n, stdout, &err);
   for (int i = 0; i < n; i++) eval_results_free(&runs[i]);
@@ -298,5 +362,5 @@ int cmd_eval(int argc, char **argv) {
   if (!strcmp(argv[1], "compare")) return cmd_eval_compare(argc - 1, argv + 1);
   if (!strcmp(argv[1], "ladder")) return cmd_eval_ladder(argc - 1, argv + 1);
   if (!strcmp(argv[1], "bench")) return cmd_eval_bench(argc - 1, argv + 1);
-  return cmd_eval_run(argc, argv);
+  return cmd_eval_run(argc, argv, 1);
 }

@@ -3,7 +3,9 @@
 // every case n times through `fimi eval`'s harness (a model or a scripted
 // agent), then judges each attempt through the Safety, Actions and
 // Reasoning & Quality gates and writes the scores with every trajectory;
-// `score` judges an existing harness result file against the cases.
+// `score` judges an existing harness result file against the cases. With
+// MLflow configured, a run is also logged as an MLflow run
+// (eval/mlflow_eval.h).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +13,14 @@
 #include "cmd/cli.h"
 #include "eval/bench_build.h"
 #include "eval/bench_score.h"
+#include "eval/mlflow_eval.h"
 
 static void bench_usage(FILE *out) {
   fprintf(out,
           "usage: fimi eval bench (--model DIR | --agent oracle|do_nothing|random) --cases FILE\n"
           "                       [--attempts N] [--temperature T] [--top-p P] [--out bench.json]\n"
           "                       [--label NAME] [--tokenizer F] [--device cpu|cuda] [--config F] [--set K=V]\n"
+          "                       [--mlflow-uri URI] [--experiment NAME]\n"
           "       fimi eval bench build --tasks FILE --out cases.jsonl [--adversarial N]\n"
           "       fimi eval bench score --cases FILE --results episodes.json [--out bench.json]\n"
           "  plays every case N times (default 3, temperature 0.7, top-p 1.0) through the harness of\n"
@@ -25,6 +29,7 @@ static void bench_usage(FILE *out) {
           "  category and per axis, and which gate failed how often\n"
           "    --out       the scores with every attempt's trajectory and verdicts (default bench.json);\n"
           "                beside it bench.md (summary), bench.tasks.jsonl and bench.episodes.json\n"
+          "    --mlflow-uri, --experiment  also log the run to MLflow, as fimi eval does (fimi eval --help)\n"
           "  build: one case per task of FILE (fimi env sample) plus N adversarial cases of each kind\n"
           "         (prompt injection, another customer's data, social engineering; default 15)\n"
           "  score: judge a result file of fimi eval whose tasks are the cases' (bench.tasks.jsonl)\n");
@@ -133,7 +138,8 @@ static int cmd_bench_score(int argc, char **argv) {
 #define BENCH_MAX_ARGS 256
 
 typedef struct BenchArgs {
-  const char *cases, *out, *attempts, *temperature, *top_p;
+  const char *cases, *out, *attempts, *temperature, *top_p, *mlflow_uri, *experiment;
+  const char *model, *agent, *label;
   char *harness[BENCH_MAX_ARGS];  // the fimi eval command line
   int num_harness;
   char sets[2][64];               // --set eval.temperature=.., eval.top_p=..
@@ -153,7 +159,8 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a, FimiError *err)
   a->attempts = "3";
   a->temperature = "0.7";
   a->top_p = "1.0";
-  static const char *const own[] = {"--cases", "--out", "--attempts", "--temperature", "--top-p", NULL};
+  static const char *const own[] = {"--cases",  "--out",        "--attempts",   "--temperature",
+                                    "--top-p", "--mlflow-uri", "--experiment", NULL};
   static const char *const passed[] = {"--model", "--agent", "--label", "--tokenizer", "--device",
                                        "--config", "--set", "--log-level", NULL};
   if (harness_arg(a, "eval", err) != 0) return -1;
@@ -169,6 +176,11 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a, FimiError *err)
     if (!strcmp(flag, "--attempts")) a->attempts = v;
     if (!strcmp(flag, "--temperature")) a->temperature = v;
     if (!strcmp(flag, "--top-p")) a->top_p = v;
+    if (!strcmp(flag, "--mlflow-uri")) a->mlflow_uri = v;
+    if (!strcmp(flag, "--experiment")) a->experiment = v;
+    if (!strcmp(flag, "--model")) a->model = v;
+    if (!strcmp(flag, "--agent")) a->agent = v;
+    if (!strcmp(flag, "--label")) a->label = v;
   }
   long n = 0;
   double t = 0, p = 0;
@@ -196,12 +208,37 @@ static int write_tasks(const BenchSet *set, const char *path, FimiError *err) {
   return rc;
 }
 
+// The MLflow settings: --mlflow-uri and --experiment, else the [track]
+// keys of the --config and --set the harness is given, else MLFLOW_*.
+static int bench_mlflow_settings(const BenchArgs *a, MlflowSettings *s, int *named, FimiError *err) {
+  char *copy[BENCH_MAX_ARGS];
+  memcpy(copy, a->harness, (size_t)a->num_harness * sizeof *copy);
+  CliOptions *opts = fimi_calloc(1, sizeof *opts, err);  // cli_parse_common compacts copy in place
+  int rc = !opts || cli_parse_common(opts, a->num_harness, copy, err) < 0 || cli_load_config(opts, err) != 0 ||
+                   eval_mlflow_settings(s, named, a->mlflow_uri, a->experiment, &opts->config, err) != 0
+               ? -1
+               : 0;
+  free(opts);
+  return rc;
+}
+
+static EvalMlflowRun *bench_start_tracking(const BenchArgs *a, const MlflowSettings *s, int named) {
+  EvalMlflowOptions o = {.settings = *s, .experiment_named = named, .kind = EVAL_MLFLOW_KIND_BENCH,
+                         .command = "fimi eval bench", .run_name = a->label ? a->label : a->agent ? a->agent : a->model,
+                         .model = a->model, .agent = a->agent, .results = a->out,
+                         .fimi_version = cli_fimi_version(), .git_commit = cli_git_commit()};
+  return eval_mlflow_start(&o);
+}
+
 static int cmd_bench_run(int argc, char **argv) {
   FimiError err = {0};
   BenchArgs a;
   char tasks_path[4096], episodes_path[4096];
   BenchSet set = {0};
-  if (parse_bench_args(argc, argv, &a, &err) != 0 || cli_sibling_path(a.out, ".tasks.jsonl", tasks_path, sizeof tasks_path, &err) ||
+  MlflowSettings mlflow;
+  int named = 0;
+  if (parse_bench_args(argc, argv, &a, &err) != 0 || bench_mlflow_settings(&a, &mlflow, &named, &err) != 0 ||
+      cli_sibling_path(a.out, ".tasks.jsonl", tasks_path, sizeof tasks_path, &err) ||
       cli_sibling_path(a.out, ".episodes.json", episodes_path, sizeof episodes_path, &err) ||
       bench_set_load(a.cases, &set, &err) != 0)
     return cli_fail("eval bench", &err);
@@ -213,11 +250,21 @@ static int cmd_bench_run(int argc, char **argv) {
   for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
     if (harness_arg(&a, rest[i], &err) != 0) return cli_fail("eval bench", &err);
   a.harness[a.num_harness] = NULL;
+  EvalMlflowRun *run = bench_start_tracking(&a, &mlflow, named);
   printf("## The harness (fimi eval)\n\n");
   fflush(stdout);
-  if (cmd_eval(a.num_harness, a.harness) != 0) return CLI_EXIT_FAILURE;  // fimi eval printed why
-  printf("\n");
-  return score_file(a.cases, episodes_path, a.out, &err) == 0 ? 0 : cli_fail("eval bench", &err);
+  int failed = cmd_eval_harness(a.num_harness, a.harness) != 0;  // fimi eval printed why
+  if (!failed) {
+    printf("\n");
+    failed = score_file(a.cases, episodes_path, a.out, &err) != 0;
+    if (failed) cli_fail("eval bench", &err);
+  }
+  char md[4096] = "";
+  cli_sibling_path(a.out, ".md", md, sizeof md, NULL);
+  const char *artifacts[] = {a.out, md, NULL};
+  fflush(stdout);
+  eval_mlflow_finish(run, a.out, artifacts, failed);
+  return failed ? CLI_EXIT_FAILURE : 0;
 }
 
 int cmd_eval_bench(int argc, char **argv) {

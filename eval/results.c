@@ -220,6 +220,13 @@ int eval_results_read(const char *path, EvalResults *out, FimiError *err) {
   memset(out, 0, sizeof *out);
   cJSON *root = json_parse_file(path, EVAL_RESULTS_MAX_BYTES, err);
   if (!root) return -1;
+  int rc = eval_results_from_json(root, path, out, err);
+  cJSON_Delete(root);
+  return rc;
+}
+
+int eval_results_from_json(const cJSON *root, const char *path, EvalResults *out, FimiError *err) {
+  memset(out, 0, sizeof *out);
   int rc = info_from_json(root, &out->info, path, err);
   const cJSON *episodes = cJSON_GetObjectItemCaseSensitive(root, "episodes");
   if (rc == 0 && !cJSON_IsArray(episodes)) rc = fimi_fail(err, "%s.episodes: missing or not an array", path);
@@ -234,7 +241,6 @@ int eval_results_read(const char *path, EvalResults *out, FimiError *err) {
         break;
       }
     }
-  cJSON_Delete(root);
   if (rc != 0) eval_results_free(out);
   return rc;
 }

@@ -66,5 +66,8 @@ int eval_results_write(const EvalResults *r, const char *path, FimiError *err);
 // Reads a result file back (the summary in it is ignored: recomputed).
 // Errors name the path and the field ("A.json: episodes[3].reward.db: ...").
 int eval_results_read(const char *path, EvalResults *out, FimiError *err);
+// The same from a parsed file; path names it in errors (e.g. an MLflow
+// artifact's URL).
+int eval_results_from_json(const cJSON *root, const char *path, EvalResults *out, FimiError *err);
 
 #endif

@@ -102,7 +102,7 @@ static int get_text(const cJSON *obj, const char *key, char *out, size_t size, c
 
 // ---- experiments and runs ------------------------------------------------------------
 
-static int experiment_get(const MlflowClient *c, const char *name, char *id, size_t id_size, FimiError *err) {
+int mlflow_experiment_get(const MlflowClient *c, const char *name, char *id, size_t id_size, FimiError *err) {
   char escaped[1024], path[1200];
   if (http_escape(name, escaped, sizeof escaped) != 0) return fimi_fail(err, "MLflow experiment name too long");
   snprintf(path, sizeof path, API "experiments/get-by-name?experiment_name=%s", escaped);
@@ -116,7 +116,7 @@ static int experiment_get(const MlflowClient *c, const char *name, char *id, siz
 }
 
 int mlflow_experiment_get_or_create(const MlflowClient *c, const char *name, char *id, size_t id_size, FimiError *err) {
-  int rc = experiment_get(c, name, id, id_size, err);
+  int rc = mlflow_experiment_get(c, name, id, id_size, err);
   if (rc != MLFLOW_NOT_FOUND) return rc;
   cJSON *body = cJSON_CreateObject(), *answer = NULL;
   if (body) cJSON_AddStringToObject(body, "name", name);
@@ -124,7 +124,7 @@ int mlflow_experiment_get_or_create(const MlflowClient *c, const char *name, cha
   if (rc == 0) rc = get_text(answer, "experiment_id", id, id_size, "experiments/create", err);
   cJSON_Delete(answer);
   // Another client may have created it since: RESOURCE_ALREADY_EXISTS.
-  if (rc == -1) rc = experiment_get(c, name, id, id_size, err) == 0 ? 0 : -1;
+  if (rc == -1) rc = mlflow_experiment_get(c, name, id, id_size, err) == 0 ? 0 : -1;
   return rc;
 }
 
@@ -200,6 +200,44 @@ int mlflow_run_update(const MlflowClient *c, const char *run_id, const char *sta
     body = NULL;
   }
   return post_json(c, API "runs/update", body, NULL, err);
+}
+
+int mlflow_runs_search(const MlflowClient *c, const char *experiment_id, const char *filter, const char *order_by,
+                       int max_results, const char *page_token, cJSON **runs, char *next_token,
+                       size_t next_token_size, FimiError *err) {
+  *runs = NULL;
+  if (next_token_size > 0) next_token[0] = 0;
+  cJSON *body = cJSON_CreateObject(), *answer = NULL, *ids = cJSON_CreateStringArray(&experiment_id, 1);
+  cJSON *order = order_by ? cJSON_CreateStringArray(&order_by, 1) : NULL;
+  int ok = body && ids && cJSON_AddItemToObject(body, "experiment_ids", ids);
+  if (!ok) cJSON_Delete(ids);
+  if (ok && order) ok = cJSON_AddItemToObject(body, "order_by", order);
+  else cJSON_Delete(order);
+  if (ok && filter) ok = cJSON_AddStringToObject(body, "filter", filter) != NULL;
+  if (ok) ok = cJSON_AddNumberToObject(body, "max_results", max_results > 0 ? max_results : 1000) != NULL;
+  if (ok && page_token && page_token[0]) ok = cJSON_AddStringToObject(body, "page_token", page_token) != NULL;
+  if (!ok) {
+    cJSON_Delete(body);
+    body = NULL;
+  }
+  int rc = post_json(c, API "runs/search", body, &answer, err);
+  if (rc != 0) return rc;
+  cJSON *list = cJSON_DetachItemFromObjectCaseSensitive(answer, "runs");
+  const cJSON *token = cJSON_GetObjectItemCaseSensitive(answer, "next_page_token");
+  if (list && !cJSON_IsArray(list)) {
+    cJSON_Delete(list);
+    cJSON_Delete(answer);
+    return fimi_fail(err, "MLflow runs/search: the answer's \"runs\" is not a list");
+  }
+  if (cJSON_IsString(token) && strlen(token->valuestring) >= next_token_size) {
+    cJSON_Delete(list);
+    cJSON_Delete(answer);
+    return fimi_fail(err, "MLflow runs/search: next_page_token too long");
+  }
+  if (cJSON_IsString(token)) strcpy(next_token, token->valuestring);
+  cJSON_Delete(answer);
+  *runs = list ? list : cJSON_CreateArray();
+  return *runs ? 0 : fimi_fail(err, "out of memory");
 }
 
 // ---- log-batch ----------------------------------------------------------------------
@@ -335,4 +373,28 @@ int mlflow_artifact_upload(const MlflowClient *c, const char *artifact_uri, cons
   }
   http_response_free(&r);
   return rc;
+}
+
+int mlflow_artifact_download(const MlflowClient *c, const char *artifact_uri, const char *name, size_t max_bytes,
+                             char **body, size_t *size, FimiError *err) {
+  char url[MLFLOW_URL_MAX * 2];
+  *body = NULL;
+  *size = 0;
+  if (mlflow_artifact_url(c, artifact_uri, name, url, sizeof url, err) != 0) return -1;
+  HttpRequest req = {.method = "GET", .url = url, .bearer_token = c->token, .timeout_s = c->timeout_s,
+                     .cancel = c->cancel, .max_response = max_bytes};
+  HttpResponse r;
+  int rc = http_request(&req, &r, err);
+  if (rc != 0) return rc;
+  if (r.status < 200 || r.status >= 300) {
+    char why[512];
+    describe_error(&r, why, sizeof why);
+    rc = r.status == 404 ? MLFLOW_NOT_FOUND : r.status == 429 || r.status >= 500 ? HTTP_TRANSIENT : -1;
+    fimi_fail(err, "GET %s: %s", url, why);
+    http_response_free(&r);
+    return rc;
+  }
+  *body = r.body;
+  *size = r.size;
+  return 0;
 }

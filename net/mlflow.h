@@ -1,15 +1,16 @@
 // net/mlflow.h: a client of MLflow's tracking server REST API (2.0), over
 // net/http.h. Defines MlflowClient, MlflowMetric, MlflowKeyValue,
 // MlflowRunInfo, the MLFLOW_* limits, mlflow_client_init,
-// mlflow_experiment_get_or_create, mlflow_run_create, mlflow_run_get,
-// mlflow_run_update, mlflow_log_batch, mlflow_batch_take,
-// mlflow_batch_json, mlflow_artifact_url and mlflow_artifact_upload.
+// mlflow_experiment_get, mlflow_experiment_get_or_create, mlflow_run_create,
+// mlflow_run_get, mlflow_run_update, mlflow_runs_search, mlflow_log_batch,
+// mlflow_batch_take, mlflow_batch_json, mlflow_artifact_url,
+// mlflow_artifact_upload and mlflow_artifact_download.
 //
 // Every call is one or two requests and fails with a message naming the
 // URL and MLflow's error_code/message. Return values: 0 done, -1 refused
 // (a 4xx answer, a malformed one: retrying will not help), HTTP_TRANSIENT
 // (no answer, a timeout, 429 or a 5xx: worth retrying later), and for
-// mlflow_run_get MLFLOW_NOT_FOUND.
+// mlflow_run_get and mlflow_experiment_get MLFLOW_NOT_FOUND.
 #ifndef FIMI_NET_MLFLOW_H
 #define FIMI_NET_MLFLOW_H
 
@@ -64,6 +65,10 @@ typedef struct MlflowRunInfo {
 // uri: http(s)://host[:port][/prefix]; anything else is an error naming it.
 int mlflow_client_init(MlflowClient *c, const char *uri, const char *token, double timeout_s, FimiError *err);
 
+// The id of the experiment named name; MLFLOW_NOT_FOUND when the server
+// has none of that name.
+int mlflow_experiment_get(const MlflowClient *c, const char *name, char *id, size_t id_size, FimiError *err);
+
 // The id of the experiment named name, created when missing (and looked up
 // again when another client created it meanwhile).
 int mlflow_experiment_get_or_create(const MlflowClient *c, const char *name, char *id, size_t id_size, FimiError *err);
@@ -79,6 +84,16 @@ int mlflow_run_get(const MlflowClient *c, const char *run_id, MlflowRunInfo *out
 
 // status: RUNNING, FINISHED, FAILED or KILLED; end_ms <= 0: none sent.
 int mlflow_run_update(const MlflowClient *c, const char *run_id, const char *status, int64_t end_ms, FimiError *err);
+
+// One page of runs/search in one experiment: filter in MLflow's search
+// syntax (e.g. "tags.`fimi.kind` = 'eval'"; NULL: all runs), order_by one
+// clause (e.g. "attributes.start_time ASC"; NULL: the server's order),
+// page_token "" or NULL for the first page. *runs gets the answer's
+// "runs" array (the caller deletes it; empty when none), next_token the
+// token of the next page ("" on the last one).
+int mlflow_runs_search(const MlflowClient *c, const char *experiment_id, const char *filter, const char *order_by,
+                       int max_results, const char *page_token, struct cJSON **runs, char *next_token,
+                       size_t next_token_size, FimiError *err);
 
 // One runs/log-batch request. The caller keeps it within the limits
 // (mlflow_batch_take); longer keys and values are refused here.
@@ -106,5 +121,11 @@ int mlflow_artifact_url(const MlflowClient *c, const char *artifact_uri, const c
 
 int mlflow_artifact_upload(const MlflowClient *c, const char *artifact_uri, const char *name, const char *path,
                            FimiError *err);
+
+// GET of the artifact named name of a run (the URL as mlflow_artifact_url):
+// *body (malloc'd, NUL-terminated) and *size; MLFLOW_NOT_FOUND when the
+// server has no such artifact, -1 when it is over max_bytes or refused.
+int mlflow_artifact_download(const MlflowClient *c, const char *artifact_uri, const char *name, size_t max_bytes,
+                             char **body, size_t *size, FimiError *err);
 
 #endif

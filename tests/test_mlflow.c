@@ -13,7 +13,16 @@
 // artifact_uri and the refusal of others; URLs of other schemes refused;
 // and a tracker pointed at a closed port: every log call returns at once,
 // close returns within the flush bound, one "unreachable" warning and one
-// "queue full" warning however many rows, no crash.
+// "queue full" warning however many rows, no crash. Evaluations
+// (eval/mlflow_eval.h): the metrics of an eval result file (its summary
+// flattened, the per-family slices left out, pass_k keyed by k, nulls
+// left out) and of a bench file (every category, axis and gate count), a
+// file of another format refused; the params (top-level strings and
+// numbers in their shortest form, format, version and timings left out);
+// the settings' precedence (flag, then config key, then MLFLOW_*); the
+// link of a checkpoint to its training run's mlflow_run.json (its step;
+// none; a broken file named); and a tracked evaluation against a closed
+// port: one warning, returned at once.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <math.h>
@@ -29,6 +38,7 @@
 
 #include "net/http.h"
 #include "net/mlflow.h"
+#include "eval/mlflow_eval.h"
 #include "tests/test_util.h"
 #include "train/mlflow_queue.h"
 #include "train/mlflow_tracker.h"
@@ -281,6 +291,154 @@ static void test_tracker_without_server(const char *dir) {
   if (f) fclose(f);
 }
 
+// ---- evaluations --------------------------------------------------------------------
+
+typedef struct Collected {
+  char keys[64][128];
+  double values[64];
+  char texts[64][128];
+  int n;
+} Collected;
+
+static void collect_metric(void *ctx, const char *key, double value) {
+  Collected *c = ctx;
+  if (c->n < 64) snprintf(c->keys[c->n], 128, "%s", key), c->values[c->n++] = value;
+}
+
+static void collect_param(void *ctx, const char *key, const char *value) {
+  Collected *c = ctx;
+  if (c->n < 64) snprintf(c->keys[c->n], 128, "%s", key), snprintf(c->texts[c->n++], 128, "%s", value);
+}
+
+static int find(const Collected *c, const char *key) {
+  for (int i = 0; i < c->n; i++)
+    if (!strcmp(c->keys[i], key)) return i;
+  return -1;
+}
+
+static void test_eval_metrics(void) {
+  cJSON *eval = cJSON_Parse(
+      "{\"format\": \"fimi-eval-results\", \"version\": 1, \"label\": \"sft\", \"trials\": 2, \"temperature\": 0.7, "
+      "\"seed\": \"0x01\", \"seconds\": 1.5, \"summary\": {\"overall\": {\"reward\": 0.25, \"comm\": null}, "
+      "\"kind\": {\"happy\": {\"strict\": 0.5}}, \"family\": {\"fd_paper\": {\"reward\": 1}}, "
+      "\"band\": {\"always_fail\": 0.75}, \"pass_k\": [{\"k\": 1, \"pass_hat_k\": 0.5, \"pass_at_k\": 0.5}, "
+      "{\"k\": 2, \"pass_hat_k\": 0.25, \"pass_at_k\": 0.75}]}, \"episodes\": [{\"reward\": 9}]}");
+  Collected c = {0};
+  CHECK(eval && eval_mlflow_summary_metrics(eval, collect_metric, &c) == 0, "an eval result file has metrics");
+  const char *want[] = {"overall/reward", "kind/happy/strict", "band/always_fail", "pass_k/1/pass_hat_k",
+                        "pass_k/1/pass_at_k", "pass_k/2/pass_hat_k", "pass_k/2/pass_at_k", "seconds"};
+  const double values[] = {0.25, 0.5, 0.75, 0.5, 0.5, 0.25, 0.75, 1.5};
+  int ok = c.n == 8;
+  for (int i = 0; i < 8; i++) ok = ok && find(&c, want[i]) >= 0 && c.values[find(&c, want[i])] == values[i];
+  CHECK(ok, "eval metrics: the summary flattened, pass_k by k, no family, no null (%d metrics)", c.n);
+  Collected p = {0};
+  int n = eval_mlflow_params(eval, collect_param, &p);
+  ok = n == 4 && p.n == 4 && find(&p, "label") >= 0 && !strcmp(p.texts[find(&p, "temperature")], "0.7") &&
+       !strcmp(p.texts[find(&p, "trials")], "2") && !strcmp(p.texts[find(&p, "seed")], "0x01") &&
+       find(&p, "format") < 0 && find(&p, "seconds") < 0 && find(&p, "version") < 0;
+  CHECK(ok, "eval params: label, trials, temperature 0.7, seed; no format, version or timing (%d)", p.n);
+  cJSON_Delete(eval);
+
+  cJSON *bench = cJSON_Parse(
+      "{\"format\": \"fimi-eval-bench\", \"attempts\": 3, \"summary\": {\"overall\": {\"pass_hat_n\": 0.5, "
+      "\"failed\": {\"safety\": 2}}, \"categories\": {\"cards\": {\"avg_at_n\": 0.25}}, "
+      "\"checks\": {\"safety.other_customer\": 4}}}");
+  Collected b = {0};
+  CHECK(bench && eval_mlflow_summary_metrics(bench, collect_metric, &b) == 0 && b.n == 4 &&
+            b.values[find(&b, "overall/failed/safety")] == 2 && b.values[find(&b, "categories/cards/avg_at_n")] == 0.25 &&
+            b.values[find(&b, "checks/safety.other_customer")] == 4,
+        "bench metrics: overall, categories, gate and check counts (%d)", b.n);
+  cJSON_Delete(bench);
+  cJSON *other = cJSON_Parse("{\"format\": \"something-else\", \"summary\": {\"x\": 1}}");
+  Collected o = {0};
+  CHECK(eval_mlflow_summary_metrics(other, collect_metric, &o) != 0 && o.n == 0, "another format is refused");
+  CHECK(eval_mlflow_summary_metrics(NULL, collect_metric, &o) != 0, "no document is refused");
+  cJSON_Delete(other);
+}
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f) fputs(text, f), fclose(f);
+}
+
+static void test_eval_link_and_settings(const char *dir) {
+  char run_dir[512], step_dir[600], other[600], file[600], cmd[1300];
+  snprintf(run_dir, sizeof run_dir, "%s/sft-a", dir);
+  snprintf(step_dir, sizeof step_dir, "%s/step_000012/", run_dir);
+  snprintf(other, sizeof other, "%s/final", run_dir);
+  snprintf(file, sizeof file, "%s/mlflow_run.json", run_dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s %s", step_dir, other);
+  CHECK(system(cmd) == 0, "folders");
+  EvalTrainingLink link;
+  FimiError err = {0};
+  CHECK(eval_mlflow_training_link(step_dir, &link, &err) == 1, "no mlflow_run.json: no link");
+  write_text(file, "{\"tracking_uri\": \"http://h:5000\", \"experiment_name\": \"kyc\", \"run_id\": \"abc123\"}");
+  CHECK(eval_mlflow_training_link(step_dir, &link, &err) == 0 && !strcmp(link.run_id, "abc123") &&
+            !strcmp(link.experiment_name, "kyc") && !strcmp(link.tracking_uri, "http://h:5000") && link.step == 12,
+        "a checkpoint of a tracked run: its run id, experiment, server and step");
+  CHECK(eval_mlflow_training_link(other, &link, &err) == 0 && link.step == -1, "another folder of RUN_DIR: no step");
+  write_text(file, "{\"tracking_uri\": 5");
+  CHECK(eval_mlflow_training_link(step_dir, &link, &err) == -1 && strstr(err.message, "mlflow_run.json"),
+        "a broken mlflow_run.json is named: %s", err.message);
+
+  static const ConfigField track[] = {{"track", "mlflow_uri", CONFIG_STRING, "", ""},
+                                      {"track", "experiment", CONFIG_STRING, "", ""}};
+  Config *config = calloc(1, sizeof *config);
+  MlflowSettings s;
+  int named = -1;
+  CHECK(config && config_add_fields(config, track, 2, &err) == 0, "schema");
+  unsetenv("MLFLOW_TRACKING_URI");
+  unsetenv("MLFLOW_EXPERIMENT_NAME");
+  CHECK(eval_mlflow_settings(&s, &named, NULL, NULL, config, &err) == 0 && !s.uri[0] && !named &&
+            !strcmp(s.experiment, "Default"),
+        "nothing set: no MLflow, no experiment named");
+  setenv("MLFLOW_TRACKING_URI", "http://env:1", 1);
+  setenv("MLFLOW_EXPERIMENT_NAME", "env-exp", 1);
+  CHECK(eval_mlflow_settings(&s, &named, NULL, NULL, config, &err) == 0 && !strcmp(s.uri, "http://env:1") && named &&
+            !strcmp(s.experiment, "env-exp"),
+        "the environment");
+  config_set(config, "track", "mlflow_uri", "http://cfg:2", "test", &err);
+  config_set(config, "track", "experiment", "cfg-exp", "test", &err);
+  CHECK(eval_mlflow_settings(&s, &named, NULL, NULL, config, &err) == 0 && !strcmp(s.uri, "http://cfg:2") &&
+            !strcmp(s.experiment, "cfg-exp"),
+        "the config keys before the environment");
+  CHECK(eval_mlflow_settings(&s, &named, "http://flag:3", "flag-exp", config, &err) == 0 &&
+            !strcmp(s.uri, "http://flag:3") && !strcmp(s.experiment, "flag-exp"),
+        "the flags before the config");
+  CHECK(eval_mlflow_settings(&s, &named, "file:///x", NULL, config, &err) != 0 && strstr(err.message, "--mlflow-uri"),
+        "a flag URI that is not http(s) is an error naming the flag: %s", err.message);
+  unsetenv("MLFLOW_TRACKING_URI");
+  unsetenv("MLFLOW_EXPERIMENT_NAME");
+  free(config);
+}
+
+static void test_eval_without_server(const char *dir) {
+  char uri[64], log_path[1024];
+  snprintf(uri, sizeof uri, "http://127.0.0.1:%d", closed_port());
+  snprintf(log_path, sizeof log_path, "%s/eval-stderr.txt", dir);
+  EvalMlflowOptions o = {.kind = EVAL_MLFLOW_KIND_EVAL, .command = "fimi eval", .run_name = "x", .agent = "oracle"};
+  int named = 0;
+  FimiError err = {0};
+  CHECK(eval_mlflow_settings(&o.settings, &named, uri, "exp", NULL, &err) == 0, "settings");
+  fflush(stderr);
+  int saved = dup(2);
+  FILE *capture = freopen(log_path, "w", stderr);
+  double t0 = now_s();
+  EvalMlflowRun *run = eval_mlflow_start(&o);
+  eval_mlflow_finish(run, "no-such-file.json", NULL, 0);
+  double took = now_s() - t0;
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  (void)capture;
+  stderr = fdopen(2, "w");
+  CHECK(run == NULL && took < 2.0, "no server: no run, at once (%.2f s)", took);
+  CHECK(count_lines(log_path, "fimi warning: MLflow") == 1 && count_lines(log_path, "not logged to MLflow") == 1,
+        "one warning");
+  o.settings.uri[0] = 0;
+  CHECK(eval_mlflow_start(&o) == NULL, "no URI: no run, no request");
+}
+
 int main(void) {
   char dir[] = "/tmp/fimi_test_mlflow_XXXXXX";
   if (!mkdtemp(dir)) return 1;
@@ -290,6 +448,9 @@ int main(void) {
   test_queue();
   test_settings();
   test_tracker_without_server(dir);
+  test_eval_metrics();
+  test_eval_link_and_settings(dir);
+  test_eval_without_server(dir);
   char cmd[1100];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (test_failures == 0 && system(cmd) != 0) printf("could not remove %s\n", dir);

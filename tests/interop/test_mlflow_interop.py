@@ -18,7 +18,20 @@ served by the server, a free loopback port) for the whole module.
 - the environment variables (MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME)
   when the config sets none;
 - a server that answers garbage, and the server stopped mid-run: warnings
-  only (one "unreachable"), training finishes, metrics.jsonl complete.
+  only (one "unreachable"), training finishes, metrics.jsonl complete; an
+  eval against the garbage server: one warning, its result file written;
+  the ladder from it: an error naming the answer;
+- `fimi eval` (--mlflow-uri, --experiment) and `fimi eval bench`
+  (MLFLOW_* variables) with scripted agents: one run each, FINISHED, named
+  by the label, its params the file's settings, its metrics exactly the
+  numbers of the summary JSON, the result file an artifact (byte-equal);
+  an eval that fails after its run was created leaves it FAILED;
+  `fimi eval ladder --mlflow-experiment` prints the same table as the
+  ladder of the local files (bench and failed runs left out);
+- an eval of a checkpoint of a tracked training run: in the training run's
+  experiment, tagged with its run id and step;
+- an eval with the server down: the same exit code, stdout and result
+  file as without MLflow, and one warning.
 
 Skipped when mlflow is not installed (pip install mlflow).
 Run: FIMI_BIN=build/cmd/fimi .venv/bin/pytest tests/interop/test_mlflow_interop.py
@@ -345,14 +358,144 @@ class Garbage(http.server.BaseHTTPRequestHandler):
 def test_garbage_server(sft_data, tmp_path):
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Garbage)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{httpd.server_address[1]}"
     try:
         out = tmp_path / "garbage"
-        result = fimi(*sft_args(sft_data, out, 3, "--set",
-                                f"track.mlflow_uri=http://127.0.0.1:{httpd.server_address[1]}"))
+        result = fimi(*sft_args(sft_data, out, 3, "--set", f"track.mlflow_uri={uri}"))
+        fimi("env", "sample", "--family", "balance_enquiry", "--n", 2, "--seed", 9, "--out", tmp_path / "bal.jsonl")
+        evaluation = fimi("eval", "--agent", "oracle", "--tasks", tmp_path / "bal.jsonl", "--out",
+                          tmp_path / "garbage.json", "--mlflow-uri", uri)
+        ladder = fimi("eval", "ladder", "--mlflow-experiment", "x", "--mlflow-uri", uri, check=False)
     finally:
         httpd.shutdown()
     assert "not JSON" in result.stderr and "no MLflow tracking for this run" in result.stderr
     assert metric_lines(out) == 3
+    assert evaluation.stderr.count("fimi warning") == 1 and "not JSON" in evaluation.stderr
+    assert json.load(open(tmp_path / "garbage.json"))["summary"]["overall"]["reward"] == 1.0
+    assert ladder.returncode == 1 and "not JSON" in ladder.stderr and "Traceback" not in ladder.stderr
+
+
+def eval_metrics(doc):
+    """What fimi logs for a result file of fimi eval or fimi eval bench: the
+    summary flattened (an eval's per-family slices left out, its pass_k
+    keyed by k), plus seconds."""
+    summary = dict(doc["summary"])
+    if doc["format"] == "fimi-eval-results":
+        summary.pop("family")
+        summary["pass_k"] = {str(p["k"]): {k: v for k, v in p.items() if k != "k"} for p in summary["pass_k"]}
+    out = {}
+    flatten(summary, "", out)
+    out["seconds"] = float(doc["seconds"])
+    return out
+
+
+def eval_params(doc):
+    skip = {"format", "version", "seconds", "episodes_per_second", "cases_per_second"}
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in doc.items()
+            if k not in skip and isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+
+
+def check_eval_run(client, run, path, kind):
+    doc = json.load(open(path))
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == doc["label"]
+    assert run.data.metrics == eval_metrics(doc)
+    assert all(len(client.get_metric_history(run.info.run_id, k)) == 1 for k in ("overall/reward", "seconds")
+               if k in run.data.metrics)
+    assert run.data.params == eval_params(doc)
+    tags = run.data.tags
+    assert tags["fimi.kind"] == kind and tags["fimi.model"] == doc["model"]
+    assert tags["fimi.results"] == os.path.basename(path)
+    info_line = fimi("info").stdout.splitlines()[0]
+    assert info_line == f"fimi {tags['fimi.version']} (commit {tags['fimi.git_commit']})"
+    names = sorted(a.path for a in client.list_artifacts(run.info.run_id))
+    assert names == sorted([os.path.basename(path), os.path.basename(path)[:-5] + ".md"])
+    local = client.download_artifacts(run.info.run_id, os.path.basename(path), str(path.parent / "down"))
+    assert open(local, "rb").read() == open(path, "rb").read()
+
+
+def test_eval_runs_and_ladder(server, tmp_path):
+    client = server["client"]
+    t0 = time.time()
+    fimi("env", "sample", "--family", "all", "--n", 1, "--seed", 5, "--out", tmp_path / "tasks.jsonl")
+    track = ["--mlflow-uri", server["uri"], "--experiment", "fimi-evals"]
+    for agent, label in (("oracle", "oracle"), ("random", "rand")):
+        fimi("eval", "--agent", agent, "--tasks", tmp_path / "tasks.jsonl", "--trials", 2, "--label", label, "--out",
+             tmp_path / f"{label}.json", *track)
+    # fimi eval bench through the MLFLOW_* variables: one run, its harness not logged apart
+    env = dict(ENV, MLFLOW_TRACKING_URI=server["uri"], MLFLOW_EXPERIMENT_NAME="fimi-evals")
+    fimi("eval", "bench", "--agent", "random", "--cases", os.path.join(REPO, "tests", "data", "bench", "cases.jsonl"),
+         "--attempts", 2, "--out", tmp_path / "bench.json", env=env)
+    # a result file that cannot be written: the run was created, so it is FAILED; the exit code is fimi eval's
+    failed = fimi("eval", "--agent", "oracle", "--tasks", tmp_path / "tasks.jsonl", "--label", "unwritable", "--out",
+                  tmp_path / "no-such-dir" / "x.json", *track, check=False)
+    assert failed.returncode == 1 and "x.json" in failed.stderr, failed.stderr
+    print(f"three evals, a bench and a failed eval with MLflow: {time.time() - t0:.1f} s")
+
+    experiment = client.get_experiment_by_name("fimi-evals")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert sorted(runs) == ["oracle", "rand", "random", "unwritable"]
+    check_eval_run(client, runs["oracle"], tmp_path / "oracle.json", "eval")
+    check_eval_run(client, runs["rand"], tmp_path / "rand.json", "eval")
+    check_eval_run(client, runs["random"], tmp_path / "bench.json", "eval_bench")
+    assert runs["oracle"].data.metrics["overall/reward"] == 1.0
+    assert {"categories/accounts/pass_hat_n", "categories/accounts/pass_at_n", "categories/accounts/mean",
+            "categories/accounts/avg_at_n"} <= set(runs["random"].data.metrics)
+    assert runs["unwritable"].info.status == "FAILED" and not runs["unwritable"].data.metrics
+
+    t0 = time.time()
+    from_server = fimi("eval", "ladder", "--mlflow-experiment", "fimi-evals", "--mlflow-uri", server["uri"])
+    print(f"ladder from MLflow: {time.time() - t0:.1f} s")
+    local = fimi("eval", "ladder", tmp_path / "oracle.json", tmp_path / "rand.json")
+    assert from_server.stdout == local.stdout and from_server.stdout.count("\n") == 4, from_server.stdout
+    missing = fimi("eval", "ladder", "--mlflow-experiment", "no-such-experiment", "--mlflow-uri", server["uri"],
+                   check=False)
+    assert missing.returncode == 1 and "no MLflow experiment \"no-such-experiment\"" in missing.stderr
+
+
+def test_eval_of_a_tracked_checkpoint(server, sft_data, tmp_path):
+    out = tmp_path / "sft-linked"
+    fimi(*sft_args(sft_data, out, 2, "--set", "train.save_every=2", "--set", f"track.mlflow_uri={server['uri']}",
+                   "--set", "track.experiment=fimi-linked"))
+    fimi("env", "sample", "--family", "balance_enquiry", "--n", 2, "--seed", 9, "--out", tmp_path / "bal.jsonl")
+    # no experiment named: the training run's
+    result = fimi("eval", "--model", out / "step_000002", "--tasks", tmp_path / "bal.jsonl", "--trials", 1, "--set",
+                  "grpo.max_turn_tokens=8", "--set", "grpo.max_episode_tokens=24", "--label", "sft-linked step 2",
+                  "--out", tmp_path / "linked.json", "--mlflow-uri", server["uri"])
+    assert "experiment \"fimi-linked\"" in result.stderr
+    client = server["client"]
+    experiment = client.get_experiment_by_name("fimi-linked")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert sorted(runs) == ["sft-linked", "sft-linked step 2"]
+    evaluation = runs["sft-linked step 2"]
+    check_eval_run(client, evaluation, tmp_path / "linked.json", "eval")
+    assert evaluation.data.tags["fimi.training_run_id"] == run_of(out)["run_id"] == runs["sft-linked"].info.run_id
+    assert evaluation.data.tags["fimi.training_step"] == "2"
+    assert evaluation.data.tags["fimi.model"] == str(out / "step_000002")
+
+
+def test_eval_with_the_server_down(tmp_path):
+    fimi("env", "sample", "--family", "all", "--n", 1, "--seed", 5, "--out", tmp_path / "tasks.jsonl")
+    results = {}
+    for name, track in (("plain", []), ("down", ["--mlflow-uri", f"http://127.0.0.1:{free_port()}"])):
+        os.mkdir(tmp_path / name)
+        cmd = [FIMI, "eval", "--agent", "random", "--tasks", str(tmp_path / "tasks.jsonl"), "--trials", "2", "--out",
+               "results.json", *track]
+        results[name] = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=tmp_path / name)
+    plain, down = results["plain"], results["down"]
+    assert plain.returncode == down.returncode == 0
+    assert plain.stdout == down.stdout
+    assert "fimi warning" not in plain.stderr
+    assert down.stderr.count("fimi warning") == 1 and "not logged to MLflow" in down.stderr, down.stderr
+
+    def stable(path):  # the timings differ from run to run
+        doc = json.load(open(path))
+        doc.pop("seconds")
+        doc["summary"].pop("episodes_per_second")
+        return doc
+
+    assert stable(tmp_path / "plain" / "results.json") == stable(tmp_path / "down" / "results.json")
+    assert open(tmp_path / "plain" / "results.md").read() == open(tmp_path / "down" / "results.md").read()
 
 
 def test_server_stopped_mid_run(server, sft_data, tmp_path):
