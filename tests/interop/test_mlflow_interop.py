@@ -17,6 +17,10 @@ served by the server, a free loopback port) for the whole module.
   FINISHED), and the newest value at each step equals metrics.jsonl;
 - the environment variables (MLFLOW_TRACKING_URI, MLFLOW_EXPERIMENT_NAME)
   when the config sets none;
+- `mpirun -np 2 fimi train` (ZeRO-3) with those variables forwarded by
+  -x: rank 0 alone talks to the server: one run in the experiment,
+  FINISHED, its history metrics.jsonl's, fimi.world_size 2, the tracker's
+  lines printed once and no warning (skipped without mpirun);
 - a server that answers garbage, and the server stopped mid-run: warnings
   only (one "unreachable"), training finishes, metrics.jsonl complete; an
   eval against the garbage server: one warning, its result file written;
@@ -43,6 +47,7 @@ import http.server
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -63,6 +68,7 @@ pytestmark = pytest.mark.skipif(not os.access(FIMI, os.X_OK), reason=f"{FIMI} no
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
 ENV["OMP_NUM_THREADS"] = "1"
 SFT = os.path.join(REPO, "configs", "tiny-cpu-sft.ini")
+MPIRUN = shutil.which("mpirun")
 GRPO = os.path.join(REPO, "configs", "tiny-cpu-grpo.ini")
 
 
@@ -254,6 +260,44 @@ def test_environment_variables(server, sft_data, tmp_path):
     want = expected_metrics(plain)
     assert set(run.data.metrics) == set(want)
     assert logged_metrics(server["client"], run.info.run_id, want) == want
+
+
+@pytest.mark.skipif(MPIRUN is None, reason="no mpirun")
+def test_mpirun_only_rank_0_tracks(server, sft_data, tmp_path):
+    """`mpirun -np 2 fimi train` (ZeRO-3 across the 2 ranks) with the server
+    and experiment forwarded to every rank with -x, as launch/cluster-env.sh
+    does: one run in the experiment, FINISHED, its history metrics.jsonl's
+    (written by rank 0), fimi.world_size 2, and no MLflow warning."""
+    out = tmp_path / "sft-mpi"
+    experiment = "fimi-mpirun"
+    env = dict(ENV, MLFLOW_TRACKING_URI=server["uri"], MLFLOW_EXPERIMENT_NAME=experiment, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cmd = [MPIRUN, "--oversubscribe", "-np", "2", "-x", "MLFLOW_TRACKING_URI", "-x", "MLFLOW_EXPERIMENT_NAME", FIMI,
+           *map(str, sft_args(sft_data, out, 4, "--set", "train.eval_every=2", "--set", "train.save_every=0"))]
+    t0 = time.time()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    print(f"tiny SFT, 4 steps, mpirun -np 2, with MLflow: {time.time() - t0:.1f} s")
+    assert result.returncode == 0, f"{' '.join(cmd)}: {result.stderr}"
+    assert "ZeRO-3 across 2 ranks" in result.stdout + result.stderr
+    client = server["client"]
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    # The tracker's info lines (any rank's tracker would print them): once,
+    # from rank 0's; no warning from any rank.
+    assert [line for line in result.stderr.splitlines() if "mlflow" in line.lower()] == [
+        f"fimi info: MLflow: tracking to {server['uri']}, experiment \"{experiment}\"",
+        f"fimi info: MLflow: run {run_of(out)['run_id']} in experiment \"{experiment}\" ({experiment_id})"
+    ], result.stderr
+    assert "fimi warning" not in result.stderr, result.stderr
+    runs = client.search_runs([experiment_id])
+    assert len(runs) == 1, [r.info.run_name for r in runs]
+    run = runs[0]
+    assert run.info.run_id == run_of(out)["run_id"] and run.info.run_name == "sft-mpi"
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["fimi.world_size"] == "2"
+    want = expected_metrics(out)
+    assert sorted(want["loss"]) == [1, 2, 3, 4] and set(want["eval_loss"]) == {2, 4}
+    assert set(run.data.metrics) == set(want)
+    assert logged_metrics(client, run.info.run_id, want) == want
 
 
 def test_grpo_run(server, tmp_path):
