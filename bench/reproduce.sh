@@ -40,7 +40,8 @@
 # Usage: bench/reproduce.sh [--from STAGE | --only STAGE] [BUILD_DIR]
 # Env:   OUT, FIMI_CORPUS, DATA_SEED (1), DIGITS (runs), SFT_LOSS (model), PRETRAIN_ROWS (60000),
 #        PRETRAIN_STEPS (1000; 0 skips it), PRETRAIN_LR (3e-3), SFT_TASKS (4000), HELDOUT_N (400), SFT_STEPS (900),
-#        SFT_LR (2e-3), GRPO_SEEDS ("1 2"), GRPO_STEPS (30), GRPO_LR (1e-4),
+#        SFT_LR (2e-3), GRPO_SEEDS ("1 2"), GRPO_STEPS (30), GRPO_LR (1e-4), GRPO_TEMPERATURE (1.0),
+#        GRPO_MAX_DRAWS (1), GRPO_SET (more `--set KEY=VALUE` for the GRPO runs),
 #        EVAL_TRIALS (2), DPO_TASKS (200), DPO_STEPS (40), MODEL_JSON,
 #        OMP_NUM_THREADS (the machine's cores)
 set -euo pipefail
@@ -63,7 +64,7 @@ export OUT
 DATA_SEED=${DATA_SEED:-1} DIGITS=${DIGITS:-runs} SFT_LOSS=${SFT_LOSS:-model}
 PRETRAIN_ROWS=${PRETRAIN_ROWS:-60000} PRETRAIN_STEPS=${PRETRAIN_STEPS:-1000} PRETRAIN_LR=${PRETRAIN_LR:-3e-3}
 SFT_TASKS=${SFT_TASKS:-4000} HELDOUT_N=${HELDOUT_N:-400} SFT_STEPS=${SFT_STEPS:-900} SFT_LR=${SFT_LR:-2e-3}
-GRPO_SEEDS=${GRPO_SEEDS:-"1 2"} GRPO_STEPS=${GRPO_STEPS:-30} GRPO_LR=${GRPO_LR:-1e-4}
+GRPO_SEEDS=${GRPO_SEEDS:-"1 2"} GRPO_STEPS=${GRPO_STEPS:-30} GRPO_LR=${GRPO_LR:-1e-4} GRPO_TEMPERATURE=${GRPO_TEMPERATURE:-1.0} GRPO_MAX_DRAWS=${GRPO_MAX_DRAWS:-1} GRPO_SET=${GRPO_SET:-}
 EVAL_TRIALS=${EVAL_TRIALS:-2} DPO_TASKS=${DPO_TASKS:-200} DPO_STEPS=${DPO_STEPS:-40}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -177,11 +178,11 @@ stage_grpo() {
   for seed in $GRPO_SEEDS; do
     "$FIMI" train --config "$SRC/configs/tiny-cpu-grpo.ini" --set train.init="$OUT/sft/base" \
       --set train.out_dir="$G/seed$seed" --set train.seed="$seed" --set train.steps="$GRPO_STEPS" \
-      --set optim.lr="$GRPO_LR" --set grpo.tasks_per_step=16 --set grpo.group_size=4 --set grpo.reward=strict \
+      --set optim.lr="$GRPO_LR" --set grpo.temperature="$GRPO_TEMPERATURE" --set grpo.max_draws="$GRPO_MAX_DRAWS" --set grpo.tasks_per_step=16 --set grpo.group_size=4 --set grpo.reward=strict \
       --set train.micro_batch=8 --set train.grad_accum=8 --set env.tasks="$D/rl_tasks.jsonl" \
       --set env.val_tasks="$D/validation.jsonl" --set env.catalog=family --set grpo.context=4000 \
       --set grpo.max_episode_tokens=1024 --set grpo.max_turn_tokens=96 --set train.eval_every=5 \
-      --set train.save_every=5 --set train.keep_last=1 --set train.progress=false
+      --set train.save_every=5 --set train.keep_last=1 --set train.progress=false $GRPO_SET
     "$FIMI" eval --model "$G/seed$seed/best" --label "grpo-seed$seed" $(eval_args) --out "$G/grpo-seed$seed.json" >/dev/null
     "$FIMI" eval compare "$G/base.json" "$G/grpo-seed$seed.json" --out "$G/compare-seed$seed.json" \
       >"$G/compare-seed$seed.md"
