@@ -40,6 +40,16 @@ static void describe_error(const HttpResponse *r, char *out, size_t size) {
   cJSON_Delete(body);
 }
 
+// -1 (or HTTP_TRANSIENT for 429 and 5xx, the answers worth a retry) with err
+// naming the request and the server's error, for a status outside 2xx; 0 otherwise.
+static int fail_on_status(const HttpResponse *r, const char *method, const char *url, FimiError *err) {
+  if (r->status >= 200 && r->status < 300) return 0;
+  char why[512];
+  describe_error(r, why, sizeof why);
+  fimi_fail(err, "%s %s: %s", method, url, why);
+  return r->status == 429 || r->status >= 500 ? HTTP_TRANSIENT : -1;
+}
+
 static int is_not_found(const HttpResponse *r) {
   if (r->status != 404) return 0;
   cJSON *body = cJSON_ParseWithLength(r->body, r->size);
@@ -69,14 +79,9 @@ static int call(const MlflowClient *c, const char *method, const char *path, con
   if (rc != 0) return rc;
   if (answer) *answer = NULL;
   if (not_found) *not_found = is_not_found(&r);
-  if (r.status < 200 || r.status >= 300) {
-    char why[512];
-    describe_error(&r, why, sizeof why);
-    rc = r.status == 429 || r.status >= 500 ? HTTP_TRANSIENT : -1;
-    fimi_fail(err, "%s %s: %s", method, url, why);
-  } else if (answer && !(*answer = cJSON_ParseWithLength(r.body, r.size))) {
+  rc = fail_on_status(&r, method, url, err);
+  if (rc == 0 && answer && !(*answer = cJSON_ParseWithLength(r.body, r.size)))
     rc = fimi_fail(err, "%s %s: the answer is not JSON (%.120s)", method, url, r.body);
-  }
   http_response_free(&r);
   return rc;
 }
@@ -365,12 +370,7 @@ int mlflow_artifact_upload(const MlflowClient *c, const char *artifact_uri, cons
   HttpResponse r;
   int rc = http_request(&req, &r, err);
   if (rc != 0) return rc;
-  if (r.status < 200 || r.status >= 300) {
-    char why[512];
-    describe_error(&r, why, sizeof why);
-    rc = r.status == 429 || r.status >= 500 ? HTTP_TRANSIENT : -1;
-    fimi_fail(err, "PUT %s: %s", url, why);
-  }
+  rc = fail_on_status(&r, "PUT", url, err);
   http_response_free(&r);
   return rc;
 }
@@ -386,11 +386,8 @@ int mlflow_artifact_download(const MlflowClient *c, const char *artifact_uri, co
   HttpResponse r;
   int rc = http_request(&req, &r, err);
   if (rc != 0) return rc;
-  if (r.status < 200 || r.status >= 300) {
-    char why[512];
-    describe_error(&r, why, sizeof why);
-    rc = r.status == 404 ? MLFLOW_NOT_FOUND : r.status == 429 || r.status >= 500 ? HTTP_TRANSIENT : -1;
-    fimi_fail(err, "GET %s: %s", url, why);
+  if ((rc = fail_on_status(&r, "GET", url, err)) != 0) {
+    if (r.status == 404) rc = MLFLOW_NOT_FOUND;
     http_response_free(&r);
     return rc;
   }

@@ -58,6 +58,8 @@ import urllib.request
 
 import pytest
 
+from metrics_flatten import flatten  # noqa: E402
+
 mlflow = pytest.importorskip("mlflow", reason="mlflow is not installed (pip install mlflow)")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
@@ -138,21 +140,6 @@ def sft_args(d, out, steps, *more):
     return ["train", "--config", SFT, "--set", f"train.init={d / 'init'}", "--set", f"data.train={d / 'train.h5'}",
             "--set", f"data.eval={d / 'eval.h5'}", "--set", f"train.out_dir={out}", "--set", "train.progress=false",
             "--set", f"train.steps={steps}", *more]
-
-
-def flatten(value, tag, out):
-    """What fimi logs for one metrics.jsonl value: numbers and booleans,
-    objects and arrays flattened with "/"; strings and nulls left out."""
-    if isinstance(value, bool):
-        out[tag] = float(value)
-    elif isinstance(value, (int, float)):
-        out[tag] = float(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            flatten(v, f"{tag}/{k}" if tag else k, out)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            flatten(v, f"{tag}/{i}" if tag else str(i), out)
 
 
 def expected_metrics(out):

@@ -24,6 +24,8 @@ import subprocess
 
 import pytest
 
+from metrics_flatten import flatten  # noqa: E402
+
 event_accumulator = pytest.importorskip(
     "tensorboard.backend.event_processing.event_accumulator",
     reason="tensorboard is not installed (pip install tensorboard)")
@@ -62,21 +64,6 @@ def train(d, out, *more):
                 f"data.train={d / 'train.h5'}", "--set", f"data.eval={d / 'eval.h5'}", "--set",
                 f"train.out_dir={out}", "--set", "train.progress=false", "--set", f"train.steps={STEPS}", "--set",
                 "train.eval_every=3", "--set", "train.save_every=3", "--set", "train.keep_last=0", *more)
-
-
-def flatten(value, tag, out):
-    """The scalars fimi logs for one metrics.jsonl value: numbers and booleans,
-    objects and arrays flattened with "/"; strings and nulls left out."""
-    if isinstance(value, bool):
-        out[tag] = float(value)
-    elif isinstance(value, (int, float)):
-        out[tag] = float(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            flatten(v, f"{tag}/{k}" if tag else k, out)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            flatten(v, f"{tag}/{i}" if tag else str(i), out)
 
 
 def expected(run):
