@@ -15,10 +15,13 @@
 #include "env/bank/db.h"
 #include "env/knowledge.h"
 #include "mcp/mcp_http.h"
-#include "mcp/mcp_http_token.h"
 #include "mcp/mcp_jsonrpc.h"
 #include "mcp/mcp_server.h"
 #include "mcp/mcp_stdio.h"
+#include "net/http_token.h"
+
+// The environment variable that holds the HTTP transport's token.
+#define MCP_TOKEN_ENV "FIMI_MCP_TOKEN"
 
 #define MCP_DEFAULT_BUSY_TIMEOUT_MS 5000
 #define MCP_DEFAULT_MAX_SESSIONS 64
@@ -169,7 +172,7 @@ static int check_bank_file(const ServeArgs *a, const KnowledgeBase *kb, FimiErro
 
 // Serves until SIGINT or SIGTERM, which every thread blocks and this one
 // waits for.
-static int run_until_signal(McpHttpHandler *handler, const McpHttpListen *listen, const ServeArgs *a, FimiError *err) {
+static int run_until_signal(McpHttpHandler *handler, const HttpListen *listen, const ServeArgs *a, FimiError *err) {
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
@@ -190,10 +193,10 @@ static int run_until_signal(McpHttpHandler *handler, const McpHttpListen *listen
 }
 
 static int serve_http(ServeArgs *a, const KnowledgeBase *kb, FimiError *err) {
-  static char token[MCP_TOKEN_MAX_CHARS + 1];
-  McpHttpListen listen;
-  if (mcp_http_token_load(a->token_file, getenv(MCP_TOKEN_ENV), token, sizeof token, err) != 0 ||
-      mcp_http_parse_listen(a->http, &listen, err) != 0 || check_bank_file(a, kb, err) != 0)
+  static char token[HTTP_TOKEN_MAX_CHARS + 1];
+  HttpListen listen;
+  if (http_token_load(a->token_file, "--token-file", MCP_TOKEN_ENV, getenv(MCP_TOKEN_ENV), token, sizeof token, err) != 0 ||
+      http_listen_parse(a->http, "--http", &listen, err) != 0 || check_bank_file(a, kb, err) != 0)
     return -1;
   // Clients reach a non-loopback address by its literal in Host.
   if (!listen.loopback) a->hosts[a->n_hosts++] = listen.host;

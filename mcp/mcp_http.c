@@ -5,8 +5,6 @@
 #define _GNU_SOURCE  // pthread_condattr_setclock, strcasestr
 #include "mcp/mcp_http.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,64 +43,6 @@ typedef struct Upload {
   size_t dropped;  // bytes read past the limit (the body is refused)
   int too_large;
 } Upload;
-
-static int parse_port(const char *text, int *port, FimiError *err) {
-  char *end = NULL;
-  long value = strtol(text, &end, 10);
-  if (!*text || *end || value < 0 || value > 65535 || text[0] == '-' || text[0] == '+')
-    return fimi_fail(err, "--http: port \"%s\" is not a number from 0 to 65535", text);
-  *port = (int)value;
-  return 0;
-}
-
-static int parse_ipv6(const char *text, McpHttpListen *out, FimiError *err) {
-  const char *close = strchr(text, ']');
-  if (!close || close[1] != ':') return fimi_fail(err, "--http: write an IPv6 address as [ADDRESS]:PORT");
-  char literal[INET6_ADDRSTRLEN];
-  size_t n = (size_t)(close - text - 1);
-  if (n >= sizeof literal) return fimi_fail(err, "--http: IPv6 address too long");
-  memcpy(literal, text + 1, n);
-  literal[n] = '\0';
-  struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->addr;
-  a->sin6_family = AF_INET6;
-  if (inet_pton(AF_INET6, literal, &a->sin6_addr) != 1)
-    return fimi_fail(err, "--http: \"%s\" is not an IPv6 address", literal);
-  if (parse_port(close + 2, &out->port, err) != 0) return -1;
-  a->sin6_port = htons((uint16_t)out->port);
-  out->addr_length = sizeof *a;
-  out->loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
-  snprintf(out->host, sizeof out->host, "[%s]", literal);
-  return 0;
-}
-
-static int parse_ipv4(const char *text, McpHttpListen *out, FimiError *err) {
-  const char *colon = strrchr(text, ':');
-  if (!colon) return fimi_fail(err, "--http: expected ADDRESS:PORT, e.g. 127.0.0.1:8765");
-  char literal[INET_ADDRSTRLEN + 16];
-  size_t n = (size_t)(colon - text);
-  if (n >= sizeof literal) return fimi_fail(err, "--http: address too long");
-  memcpy(literal, text, n);
-  literal[n] = '\0';
-  // Names are not looked up; localhost is the one everybody means.
-  if (strcmp(literal, "localhost") == 0) snprintf(literal, sizeof literal, "127.0.0.1");
-  struct sockaddr_in *a = (struct sockaddr_in *)&out->addr;
-  a->sin_family = AF_INET;
-  if (inet_pton(AF_INET, literal, &a->sin_addr) != 1)
-    return fimi_fail(err, "--http: \"%s\" is not an IPv4 address (names other than localhost are not looked up)",
-                     literal);
-  if (parse_port(colon + 1, &out->port, err) != 0) return -1;
-  a->sin_port = htons((uint16_t)out->port);
-  out->addr_length = sizeof *a;
-  out->loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-  snprintf(out->host, sizeof out->host, "%s", literal);
-  return 0;
-}
-
-int mcp_http_parse_listen(const char *text, McpHttpListen *out, FimiError *err) {
-  memset(out, 0, sizeof *out);
-  if (!text || !*text) return fimi_fail(err, "--http: expected ADDRESS:PORT");
-  return text[0] == '[' ? parse_ipv6(text, out, err) : parse_ipv4(text, out, err);
-}
 
 static const char *header(struct MHD_Connection *c, const char *name) {
   return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
@@ -249,7 +189,7 @@ static int start_sweeper(McpHttpServer *s, FimiError *err) {
   return 0;
 }
 
-int mcp_http_start(McpHttpHandler *handler, const McpHttpListen *listen, int allow_non_loopback, int max_connections,
+int mcp_http_start(McpHttpHandler *handler, const HttpListen *listen, int allow_non_loopback, int max_connections,
                    int connection_timeout_s, McpHttpServer **out, FimiError *err) {
   *out = NULL;
   if (!listen->loopback && !allow_non_loopback)

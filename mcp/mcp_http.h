@@ -1,29 +1,17 @@
 // mcp/mcp_http.h: MCP's Streamable HTTP transport on libmicrohttpd
 // (docs/mcp.md). Defines McpHttpServer: a daemon on one address that hands
 // every request to an McpHttpHandler (mcp_http_handler.h), plus a thread
-// that frees idle sessions. One thread per HTTP connection (libmicrohttpd's
+// that frees idle sessions. The address comes from http_listen_parse
+// (net/http_listen.h). One thread per HTTP connection (libmicrohttpd's
 // thread-per-connection mode): a call waiting for the bank's write lock
 // holds up only its own connection. Answers are application/json; no SSE
 // streams are offered (GET is 405).
 #ifndef FIMI_MCP_HTTP_H
 #define FIMI_MCP_HTTP_H
 
-#include <sys/socket.h>
-
 #include "core/error.h"
 #include "mcp/mcp_http_handler.h"
-
-typedef struct McpHttpListen {
-  struct sockaddr_storage addr;
-  socklen_t addr_length;
-  int loopback;     // 127.0.0.0/8 or ::1
-  char host[64];    // the address as a Host header names it ("10.0.0.5", "[fd00::1]")
-  int port;
-} McpHttpListen;
-
-// "ADDRESS:PORT": an IPv4 literal, a bracketed IPv6 literal or localhost
-// (127.0.0.1); PORT 0 picks a free one. No name lookups.
-int mcp_http_parse_listen(const char *text, McpHttpListen *out, FimiError *err);
+#include "net/http_listen.h"
 
 typedef struct McpHttpServer McpHttpServer;
 
@@ -31,7 +19,7 @@ typedef struct McpHttpServer McpHttpServer;
 // `listen`, at most max_connections at once, closing a connection idle for
 // connection_timeout_s. A non-loopback address is refused unless
 // allow_non_loopback.
-int mcp_http_start(McpHttpHandler *handler, const McpHttpListen *listen, int allow_non_loopback, int max_connections,
+int mcp_http_start(McpHttpHandler *handler, const HttpListen *listen, int allow_non_loopback, int max_connections,
                    int connection_timeout_s, McpHttpServer **out, FimiError *err);
 // The port bound (the chosen one when the address asked for 0).
 int mcp_http_port(const McpHttpServer *server);

@@ -11,19 +11,11 @@
 
 #include "core/log.h"
 #include "mcp/mcp_jsonrpc.h"
+#include "net/http_token.h"
 
 #define HOST_NAME_MAX_CHARS 256
 
 static const char *const LOOPBACK_NAMES[] = {"localhost", "127.0.0.1", "[::1]", NULL};
-
-int mcp_http_secret_equal(const char *given, size_t given_length, const char *expected, size_t expected_length) {
-  unsigned char diff = given_length != expected_length;
-  for (size_t i = 0; i < expected_length; i++) {
-    unsigned char g = i < given_length ? (unsigned char)given[i] : 0;
-    diff |= (unsigned char)(g ^ (unsigned char)expected[i]);
-  }
-  return diff == 0;
-}
 
 void mcp_http_response_free(McpHttpResponse *response) {
   free(response->body);
@@ -83,18 +75,6 @@ static int origin_allowed(const McpHttpPolicy *p, const char *origin) {
   return one_of(name, strlen(name), LOOPBACK_NAMES);
 }
 
-// "Bearer <token>": the scheme is case-insensitive (RFC 9110), the token
-// compared in constant time.
-static int authorized(const McpHttpPolicy *p, const char *value) {
-  if (!value) return 0;
-  value += strspn(value, " \t");
-  if (strncasecmp(value, "Bearer", 6) != 0 || (value[6] != ' ' && value[6] != '\t')) return 0;
-  const char *token = value + 6 + strspn(value + 6, " \t");
-  size_t n = strlen(token);
-  while (n > 0 && (token[n - 1] == ' ' || token[n - 1] == '\t')) n--;
-  return mcp_http_secret_equal(token, n, p->token, strlen(p->token));
-}
-
 // The media type of a header value (before any ";parameters") is `type`.
 static int media_is(const char *value, size_t length, const char *type) {
   while (length > 0 && (*value == ' ' || *value == '\t')) value++, length--;
@@ -148,7 +128,7 @@ int mcp_http_check_headers(const McpHttpHandler *handler, const McpHttpRequest *
     answer(r, 403, NULL, MCP_INVALID_REQUEST, "Forbidden: Origin not allowed");
     return -1;
   }
-  if (!authorized(p, q->authorization)) {
+  if (!http_bearer_matches(q->authorization, p->token)) {
     log_warn("mcp http: refused a request without the right Bearer token");
     answer(r, 401, NULL, MCP_INVALID_REQUEST, "Unauthorized: send Authorization: Bearer <token>");
     r->authenticate = 1;

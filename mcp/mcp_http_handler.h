@@ -65,7 +65,4 @@ void mcp_http_handle(McpHttpHandler *handler, const McpHttpRequest *request, Mcp
 
 void mcp_http_response_free(McpHttpResponse *response);
 
-// Equal in time that depends only on the length of `expected` (the secret).
-int mcp_http_secret_equal(const char *given, size_t given_length, const char *expected, size_t expected_length);
-
 #endif

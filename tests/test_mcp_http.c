@@ -31,7 +31,7 @@
 #include "mcp/mcp_http.h"
 #include "mcp/mcp_http_handler.h"
 #include "mcp/mcp_http_sessions.h"
-#include "mcp/mcp_http_token.h"
+#include "net/http_token.h"
 #include "tests/test_util.h"
 
 #define TOKEN "test-token-0123456789abcdef"
@@ -141,12 +141,12 @@ static int error_code(const cJSON *json) {
 // ---- pieces without sessions -------------------------------------------------
 
 static void test_secret_equal(void) {
-  CHECK(mcp_http_secret_equal("abc", 3, "abc", 3), "equal secrets");
-  CHECK(!mcp_http_secret_equal("abd", 3, "abc", 3), "last byte differs");
-  CHECK(!mcp_http_secret_equal("ab", 2, "abc", 3), "a prefix");
-  CHECK(!mcp_http_secret_equal("abcd", 4, "abc", 3), "longer");
-  CHECK(!mcp_http_secret_equal("", 0, "abc", 3), "empty");
-  CHECK(!mcp_http_secret_equal("abc\0", 4, "abc", 3), "a NUL after the secret");
+  CHECK(http_secret_equal("abc", 3, "abc", 3), "equal secrets");
+  CHECK(!http_secret_equal("abd", 3, "abc", 3), "last byte differs");
+  CHECK(!http_secret_equal("ab", 2, "abc", 3), "a prefix");
+  CHECK(!http_secret_equal("abcd", 4, "abc", 3), "longer");
+  CHECK(!http_secret_equal("", 0, "abc", 3), "empty");
+  CHECK(!http_secret_equal("abc\0", 4, "abc", 3), "a NUL after the secret");
 }
 
 static void write_file(const char *path, const char *text, mode_t mode) {
@@ -158,53 +158,53 @@ static void write_file(const char *path, const char *text, mode_t mode) {
 }
 
 static void test_token(void) {
-  char token[MCP_TOKEN_MAX_CHARS + 1], path[160];
+  char token[HTTP_TOKEN_MAX_CHARS + 1], path[160];
   FimiError err = {0};
-  CHECK(mcp_http_token_load(NULL, "  0123456789abcdefXYZ\n", token, sizeof token, &err) == 0 &&
+  CHECK(http_token_load(NULL, "--token-file", "FIMI_MCP_TOKEN", "  0123456789abcdefXYZ\n", token, sizeof token, &err) == 0 &&
             strcmp(token, "0123456789abcdefXYZ") == 0, "token from the environment: %s", err.message);
-  CHECK(mcp_http_token_load(NULL, "short", token, sizeof token, &err) != 0 && strstr(err.message, "16"),
+  CHECK(http_token_load(NULL, "--token-file", "FIMI_MCP_TOKEN", "short", token, sizeof token, &err) != 0 && strstr(err.message, "16"),
         "a short token is refused");
-  CHECK(mcp_http_token_load(NULL, "0123456789 abcdefXYZ", token, sizeof token, &err) != 0, "a token with a space");
-  CHECK(mcp_http_token_load(NULL, "0123456789abcdef\x01XYZ", token, sizeof token, &err) != 0, "a control byte");
-  CHECK(mcp_http_token_load(NULL, NULL, token, sizeof token, &err) != 0 && strstr(err.message, MCP_TOKEN_ENV),
+  CHECK(http_token_load(NULL, "--token-file", "FIMI_MCP_TOKEN", "0123456789 abcdefXYZ", token, sizeof token, &err) != 0, "a token with a space");
+  CHECK(http_token_load(NULL, "--token-file", "FIMI_MCP_TOKEN", "0123456789abcdef\x01XYZ", token, sizeof token, &err) != 0, "a control byte");
+  CHECK(http_token_load(NULL, "--token-file", "FIMI_MCP_TOKEN", NULL, token, sizeof token, &err) != 0 && strstr(err.message, "FIMI_MCP_TOKEN"),
         "no token at all names the variable");
   snprintf(path, sizeof path, "%s/token", dir);
   write_file(path, "file-token-0123456789\nsecond line ignored\n", 0600);
-  CHECK(mcp_http_token_load(path, "env-token-0123456789", token, sizeof token, &err) == 0 &&
+  CHECK(http_token_load(path, "--token-file", "FIMI_MCP_TOKEN", "env-token-0123456789", token, sizeof token, &err) == 0 &&
             strcmp(token, "file-token-0123456789") == 0, "the file wins over the environment: %s", err.message);
   chmod(path, 0644);
-  CHECK(mcp_http_token_load(path, NULL, token, sizeof token, &err) != 0 && strstr(err.message, "chmod 600"),
+  CHECK(http_token_load(path, "--token-file", "FIMI_MCP_TOKEN", NULL, token, sizeof token, &err) != 0 && strstr(err.message, "chmod 600"),
         "a file readable by others is refused");
   snprintf(path, sizeof path, "%s/no-such-token", dir);
-  CHECK(mcp_http_token_load(path, NULL, token, sizeof token, &err) != 0, "a missing file");
+  CHECK(http_token_load(path, "--token-file", "FIMI_MCP_TOKEN", NULL, token, sizeof token, &err) != 0, "a missing file");
 }
 
 static void test_listen(void) {
-  McpHttpListen l;
+  HttpListen l;
   FimiError err = {0};
-  CHECK(mcp_http_parse_listen("127.0.0.1:0", &l, &err) == 0 && l.loopback && l.port == 0, "127.0.0.1:0");
-  CHECK(mcp_http_parse_listen("localhost:8765", &l, &err) == 0 && l.loopback && strcmp(l.host, "127.0.0.1") == 0,
+  CHECK(http_listen_parse("127.0.0.1:0", "--http", &l, &err) == 0 && l.loopback && l.port == 0, "127.0.0.1:0");
+  CHECK(http_listen_parse("localhost:8765", "--http", &l, &err) == 0 && l.loopback && strcmp(l.host, "127.0.0.1") == 0,
         "localhost");
-  CHECK(mcp_http_parse_listen("127.9.9.9:1", &l, &err) == 0 && l.loopback, "127.0.0.0/8 is loopback");
-  CHECK(mcp_http_parse_listen("[::1]:8080", &l, &err) == 0 && l.loopback && strcmp(l.host, "[::1]") == 0, "[::1]");
-  CHECK(mcp_http_parse_listen("0.0.0.0:80", &l, &err) == 0 && !l.loopback, "0.0.0.0 is not loopback");
-  CHECK(mcp_http_parse_listen("10.1.2.3:80", &l, &err) == 0 && !l.loopback && strcmp(l.host, "10.1.2.3") == 0,
+  CHECK(http_listen_parse("127.9.9.9:1", "--http", &l, &err) == 0 && l.loopback, "127.0.0.0/8 is loopback");
+  CHECK(http_listen_parse("[::1]:8080", "--http", &l, &err) == 0 && l.loopback && strcmp(l.host, "[::1]") == 0, "[::1]");
+  CHECK(http_listen_parse("0.0.0.0:80", "--http", &l, &err) == 0 && !l.loopback, "0.0.0.0 is not loopback");
+  CHECK(http_listen_parse("10.1.2.3:80", "--http", &l, &err) == 0 && !l.loopback && strcmp(l.host, "10.1.2.3") == 0,
         "10.1.2.3");
-  CHECK(mcp_http_parse_listen("[::]:80", &l, &err) == 0 && !l.loopback, "[::] is not loopback");
+  CHECK(http_listen_parse("[::]:80", "--http", &l, &err) == 0 && !l.loopback, "[::] is not loopback");
   const char *bad[] = {"127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:8x",
                        "example.com:80", "[::1]8080", "[::1:80", ":80", "", "[nonsense]:80", NULL};
-  for (int i = 0; bad[i]; i++) CHECK(mcp_http_parse_listen(bad[i], &l, &err) != 0, "\"%s\" accepted", bad[i]);
+  for (int i = 0; bad[i]; i++) CHECK(http_listen_parse(bad[i], "--http", &l, &err) != 0, "\"%s\" accepted", bad[i]);
 }
 
 static void test_daemon_start(void) {
   McpHttpHandler h = new_handler(MAX_SESSIONS);
-  McpHttpListen l;
+  HttpListen l;
   FimiError err = {0};
   McpHttpServer *server = NULL;
-  mcp_http_parse_listen("0.0.0.0:0", &l, &err);
+  http_listen_parse("0.0.0.0:0", "--http", &l, &err);
   CHECK(mcp_http_start(&h, &l, 0, 8, 5, &server, &err) != 0 && strstr(err.message, "--allow-non-loopback"),
         "a non-loopback address without the flag: %s", err.message);
-  mcp_http_parse_listen("127.0.0.1:0", &l, &err);
+  http_listen_parse("127.0.0.1:0", "--http", &l, &err);
   CHECK(mcp_http_start(&h, &l, 0, 8, 5, &server, &err) == 0 && mcp_http_port(server) > 0, "loopback start: %s",
         err.message);
   mcp_http_stop(server);
