@@ -97,7 +97,7 @@ ASAN_TESTS=(test_core test_safetensors test_gemma_config test_weights test_decod
             test_train_sft test_train_loop test_model_hooks zero3_test test_dpo_train test_gemma_cuda_standin
             test_gpu_train_standin env_mpi_test test_grpo_loss test_rollout test_env_transcript test_mcp test_mcp_http
             test_eval test_eval_bench rollout_exchange_test test_dpo_corpus test_dpo_pairs test_env_corpus
-            test_env_user_sim test_tensorboard test_mlflow)
+            test_env_user_sim test_tensorboard test_mlflow test_serve)
 # The parsers of untrusted input (files, model output, tool calls) again under
 # AddressSanitizer + UBSan: every malformed case must be rejected without a
 # memory error. The CLI scripts run against the sanitized binary too.

@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "data/tokenizer.h"
 #include "fimi_git_commit.h"  // generated at build time (cmake/fimi_git_commit.cmake)
 #include "kernels/cpu/blas.h"
 #include "kernels/device.h"
+#include "model/gemma.h"
 
 // The config keys fimi understands today. Later layers (optim, train, dpo,
 // grpo, env, dist, eval) add their own tables here.
@@ -382,4 +384,14 @@ void cli_log_blas(void) {
   char line[320];
   blas_line(line, sizeof line);
   log_info("BLAS: %s", line);
+}
+
+int cli_stop_tokens(const GemmaConfig *cfg, const Tokenizer *tok, int *stops) {
+  _Static_assert(CLI_MAX_STOP_TOKENS >= GEMMA_MAX_EXTRA_EOS + 3, "room for every stop id");
+  int n = 0;
+  stops[n++] = cfg->eos_token_id;
+  for (int i = 0; i < cfg->num_extra_eos; i++) stops[n++] = cfg->extra_eos_token_ids[i];
+  if (tok && tokenizer_specials(tok)->end_of_turn >= 0) stops[n++] = tokenizer_specials(tok)->end_of_turn;
+  if (tok && tokenizer_specials(tok)->eos >= 0) stops[n++] = tokenizer_specials(tok)->eos;
+  return n;
 }

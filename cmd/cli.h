@@ -70,6 +70,12 @@ void cli_print_blas(FILE *out);
 void cli_log_blas(void);
 
 struct GemmaConfig;
+struct Tokenizer;
+// The ids that end a generated turn: the model's eos ids (config.json) and
+// the tokenizer's <end_of_turn> and <eos> (tok may be NULL). stops has room
+// for CLI_MAX_STOP_TOKENS; returns how many were written.
+#define CLI_MAX_STOP_TOKENS 10  // GEMMA_MAX_EXTRA_EOS + 3
+int cli_stop_tokens(const struct GemmaConfig *cfg, const struct Tokenizer *tok, int *stops);
 // The model architecture named by [model] preset / config_json.
 int cli_model_config(const CliOptions *opts, struct GemmaConfig *config, FimiError *err);
 
@@ -97,6 +103,8 @@ int cmd_eval_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 // `fimi mcp serve` (cmd/cmd_mcp.c).
 int cmd_mcp(int argc, char **argv);
+// `fimi serve` (cmd/cmd_serve.c).
+int cmd_serve(int argc, char **argv);
 // `fimi report` (cmd/cmd_report.c).
 int cmd_report(int argc, char **argv);
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
-#include "cmd/rollout_cuda.h"
+#include "cmd/device_policy.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/progress.h"
@@ -105,48 +105,6 @@ static void fill_info(EvalRunInfo *info, const EvalArgs *a, const EvalConfig *e,
   info->parameters = parameters;
 }
 
-// ---- the model's policy on the chosen device ------------------------------------------------
-
-typedef struct EvalPolicy {
-  RolloutPolicy policy;
-  Device device;
-#ifdef FIMI_HAVE_CUDA
-  CudaContext *ctx;
-  GemmaCudaModel gpu;
-  int have_gpu;
-#endif
-} EvalPolicy;
-
-static int eval_policy_create(EvalPolicy *p, Device device, GemmaModel *model, const EvalConfig *e, int row_invariant,
-                              int chunk, FimiError *err) {
-  memset(p, 0, sizeof *p);
-  p->device = device;
-  int slots = e->rollout.slots, capacity = e->rollout.context;
-  if (device == DEVICE_CPU) return rollout_policy_cpu_create(&p->policy, model, slots, capacity, chunk, row_invariant, err);
-#ifdef FIMI_HAVE_CUDA
-  if (cuda_context_create(&p->ctx, 0, err) != 0) return -1;
-  if (gemma_cuda_create(&p->gpu, &model->config, p->ctx, err) != 0) return -1;
-  p->have_gpu = 1;
-  if (gemma_cuda_upload_weights(&p->gpu, model, err) != 0) return -1;
-  return rollout_policy_cuda_create(&p->policy, &p->gpu, slots, capacity, chunk, err);
-#else
-  (void)row_invariant;
-  return fimi_fail(err, "this fimi was built without the CUDA backend");
-#endif
-}
-
-static void eval_policy_free(EvalPolicy *p) {
-  if (p->device == DEVICE_CPU) {
-    if (p->policy.ctx) rollout_policy_cpu_free(&p->policy);
-    return;
-  }
-#ifdef FIMI_HAVE_CUDA
-  if (p->policy.ctx) rollout_policy_cuda_free(&p->policy);
-  if (p->have_gpu) gemma_cuda_free(&p->gpu);
-  if (p->ctx) cuda_context_destroy(p->ctx);
-#endif
-}
-
 static int run_model(const EvalArgs *a, const EvalConfig *e, Device device, int row_invariant, int chunk,
                      const TaskList *tasks, EvalResults *out, FimiError *err) {
   char tok_path[4096];
@@ -163,13 +121,13 @@ static int run_model(const EvalArgs *a, const EvalConfig *e, Device device, int 
   }
   fill_info(&out->info, a, e, gemma_model_param_count(&model));
   EnvClient env;
-  EvalPolicy policy;
+  DevicePolicy policy;
   int rc = env_client_local_create(&env, tasks, err);
   int have_env = rc == 0;
-  if (rc == 0) rc = eval_policy_create(&policy, device, &model, e, row_invariant, chunk, err);
+  if (rc == 0) rc = device_policy_create(&policy, device, &model, e->rollout.slots, e->rollout.context, chunk, row_invariant, err);
   if (rc == 0) rc = eval_run_policy(e, &policy.policy, &env, tok, out, err);
   if (have_env) {
-    eval_policy_free(&policy);
+    device_policy_free(&policy);
     env_client_free(&env);
   }
   gemma_model_free(&model);

@@ -18,7 +18,7 @@
 #include "model/weights.h"
 
 #define GENERATE_MAX_PROMPTS 64
-#define GENERATE_MAX_STOPS (GEMMA_MAX_EXTRA_EOS + 3)
+#define GENERATE_MAX_STOPS CLI_MAX_STOP_TOKENS
 
 typedef struct GenerateArgs {
   const char *model_dir;
@@ -161,15 +161,6 @@ static int prompt_ids(const GenerateArgs *args, int b, const Tokenizer *tok, int
   return rc;
 }
 
-static int stop_tokens(const GemmaConfig *cfg, const Tokenizer *tok, int *stops) {
-  int n = 0;
-  stops[n++] = cfg->eos_token_id;
-  for (int i = 0; i < cfg->num_extra_eos; i++) stops[n++] = cfg->extra_eos_token_ids[i];
-  if (tok && tokenizer_specials(tok)->end_of_turn >= 0) stops[n++] = tokenizer_specials(tok)->end_of_turn;
-  if (tok && tokenizer_specials(tok)->eos >= 0) stops[n++] = tokenizer_specials(tok)->eos;
-  return n;
-}
-
 // Streams sequence 0's text while generating (one text prompt, no --json).
 typedef struct TextStreamer {
   TokenStream stream;
@@ -277,7 +268,7 @@ static int run_generation(GemmaModel *model, const GenerateArgs *args, const Tok
   if (read_sampler(config, &opt, err) != 0) return -1;
   int stops[GENERATE_MAX_STOPS];
   opt.stop_tokens = stops;
-  opt.num_stop_tokens = args->no_stop ? 0 : stop_tokens(&model->config, tok, stops);
+  opt.num_stop_tokens = args->no_stop ? 0 : cli_stop_tokens(&model->config, tok, stops);
   int *prompts[GENERATE_MAX_PROMPTS] = {0};
   int prompt_lengths[GENERATE_MAX_PROMPTS];
   int rc = 0;

@@ -20,6 +20,7 @@ static const Subcommand subcommands[] = {
     {"tokenizer", cmd_tokenizer, "encode, decode with a tokenizer.json, or train a BPE tokenizer"},
     {"env", cmd_env, "the simulated bank: list tools (--markdown for docs/tools.md), ..."},
     {"mcp", cmd_mcp, "serve the bank's tools over the Model Context Protocol (fimi mcp serve --db FILE)"},
+    {"serve", cmd_serve, "serve a checkpoint on the OpenAI chat-completions API (fimi serve --model DIR)"},
     {"eval", cmd_eval, "evaluate a model or scripted agent on held-out tasks; compare and ladder result files"},
     {"train", cmd_train, "train a model: SFT on an HDF5 dataset, checkpoints, --resume (fimi train --config F.ini)"},
     {"dpo", cmd_dpo, "the preference route's data: validated reference dialogs, pairs from a model's divergences"},

@@ -30,6 +30,11 @@ static int cuda_copy(void *ctx, int dst, int src, FimiError *err) {
 // Lengths alone define what is cached (host side): nothing to do on the device.
 static void cuda_reset(void *ctx, int slot) { ((CudaPolicy *)ctx)->cache.lengths[slot] = 0; }
 
+static void cuda_truncate(void *ctx, int slot, int length) {
+  int *cached = &((CudaPolicy *)ctx)->cache.lengths[slot];
+  if (length >= 0 && length < *cached) *cached = length;
+}
+
 int rollout_policy_cuda_create(RolloutPolicy *p, GemmaCudaModel *model, int slots, int capacity, int chunk,
                                FimiError *err) {
   memset(p, 0, sizeof *p);
@@ -40,7 +45,7 @@ int rollout_policy_cuda_create(RolloutPolicy *p, GemmaCudaModel *model, int slot
     free(gpu);
     return fimi_fail_wrap(err, "GPU rollout policy");
   }
-  *p = (RolloutPolicy){cuda_prefill, cuda_decode, cuda_copy, cuda_reset, gpu, model->config.vocab_size, slots,
+  *p = (RolloutPolicy){cuda_prefill, cuda_decode, cuda_copy, cuda_reset, cuda_truncate, gpu, model->config.vocab_size, slots,
                        capacity};
   return 0;
 }

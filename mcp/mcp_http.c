@@ -14,6 +14,7 @@
 #include <microhttpd.h>
 
 #include "core/log.h"
+#include "net/http_body.h"
 
 // How often idle sessions are looked for (they are also refused on use
 // once past their time, so this only bounds how long their memory stays).
@@ -29,20 +30,6 @@ struct McpHttpServer {
   pthread_cond_t stop_cond;  // CLOCK_MONOTONIC
   int stopping;
 };
-
-// A body over the limit is read and dropped up to this many times the
-// limit, so that a client sending it whole (most do, without Expect:
-// 100-continue) reads the 413 rather than a reset connection; past that
-// the connection is closed.
-#define DISCARD_FACTOR 4
-
-// One request's body as it arrives.
-typedef struct Upload {
-  char *data;
-  size_t length, capacity;
-  size_t dropped;  // bytes read past the limit (the body is refused)
-  int too_large;
-} Upload;
 
 static const char *header(struct MHD_Connection *c, const char *name) {
   return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
@@ -85,37 +72,14 @@ static enum MHD_Result send_response(struct MHD_Connection *c, McpHttpResponse *
   return queued;
 }
 
-// Appends a piece of the body, or counts it once the body is over the
-// limit. -1: the connection is to be closed (far past the limit, or out of
-// memory).
-static int append(Upload *u, const char *data, size_t n, size_t limit) {
-  if (u->too_large || u->length + n > limit) {
-    u->too_large = 1;
-    u->dropped += n;
-    return u->dropped > DISCARD_FACTOR * limit ? -1 : 0;
-  }
-  if (u->length + n + 1 > u->capacity) {
-    size_t capacity = u->capacity ? u->capacity : 4096;
-    while (capacity < u->length + n + 1) capacity *= 2;
-    char *grown = realloc(u->data, capacity);
-    if (!grown) return -1;
-    u->data = grown;
-    u->capacity = capacity;
-  }
-  memcpy(u->data + u->length, data, n);
-  u->length += n;
-  u->data[u->length] = '\0';
-  return 0;
-}
-
 // A refusal sent before the body is read, when the client waits for 100
 // Continue or the body is too large to drain; else the body is drained
-// first (see DISCARD_FACTOR).
+// first (see HTTP_BODY_DISCARD_FACTOR).
 static int refuse_now(struct MHD_Connection *c, const McpHttpRequest *q, const McpHttpResponse *r, size_t limit) {
   if (r->status != 413) return 1;
   const char *expect = header(c, MHD_HTTP_HEADER_EXPECT);
   if (expect && strcasestr(expect, "100-continue")) return 1;
-  return q->content_length > (long long)(DISCARD_FACTOR * limit);
+  return q->content_length > (long long)(HTTP_BODY_DISCARD_FACTOR * limit);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -131,15 +95,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     int refused = mcp_http_check_headers(server->handler, &q, &r) != 0;
     if (refused && refuse_now(c, &q, &r, limit)) return send_response(c, &r);
     mcp_http_response_free(&r);
-    Upload *u = calloc(1, sizeof(Upload));
+    HttpBody *u = calloc(1, sizeof(HttpBody));
     if (!u) return MHD_NO;
     u->too_large = refused;  // over the limit: drained, then refused
     *state = u;
     return MHD_YES;
   }
-  Upload *u = *state;
+  HttpBody *u = *state;
   if (*upload_data_size > 0) {
-    if (append(u, upload_data, *upload_data_size, limit) != 0) {
+    if (http_body_append(u, upload_data, *upload_data_size, limit) != 0) {
       log_warn("mcp http: a body far past the limit (or out of memory); connection closed");
       return MHD_NO;
     }
@@ -154,8 +118,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
-  Upload *u = *state;
-  if (u) free(u->data);
+  HttpBody *u = *state;
+  if (u) http_body_free(u);
   free(u);
   *state = NULL;
 }

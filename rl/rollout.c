@@ -79,6 +79,13 @@ static int cpu_copy(void *ctx, int dst, int src, FimiError *err) {
 
 static void cpu_reset(void *ctx, int slot) { ((CpuPolicy *)ctx)->cache.lengths[slot] = 0; }
 
+// Positions past a sequence's length are never read and are overwritten
+// as it grows again, so the length alone truncates it.
+static void cpu_truncate(void *ctx, int slot, int length) {
+  int *cached = &((CpuPolicy *)ctx)->cache.lengths[slot];
+  if (length >= 0 && length < *cached) *cached = length;
+}
+
 int rollout_policy_cpu_create(RolloutPolicy *p, GemmaModel *model, int slots, int capacity, int chunk,
                               int row_invariant, FimiError *err) {
   memset(p, 0, sizeof *p);
@@ -90,7 +97,8 @@ int rollout_policy_cpu_create(RolloutPolicy *p, GemmaModel *model, int slots, in
     return fimi_fail_wrap(err, "rollout policy");
   }
   cpu->cache.row_invariant = row_invariant;
-  *p = (RolloutPolicy){cpu_prefill, cpu_decode, cpu_copy, cpu_reset, cpu, model->config.vocab_size, slots, capacity};
+  *p = (RolloutPolicy){cpu_prefill, cpu_decode,       cpu_copy, cpu_reset, cpu_truncate,
+                       cpu,         model->config.vocab_size, slots,    capacity};
   return 0;
 }
 

@@ -45,6 +45,9 @@ typedef struct RolloutPolicy {
   int (*copy)(void *ctx, int dst, int src, FimiError *err);
   // Empties sequence slot.
   void (*reset)(void *ctx, int slot);
+  // Keeps the first `length` cached tokens of sequence slot (length <= what
+  // it holds): `fimi serve` reuses a cached prompt prefix this way.
+  void (*truncate)(void *ctx, int slot, int length);
   void *ctx;
   int vocab, slots, capacity;
 } RolloutPolicy;
