@@ -22,6 +22,7 @@ TARGETS=(
   "fuzz_mcp:mcp.dict:tests/fuzz/seeds/mcp"
   "fuzz_corpus_manifest:corpus_manifest.dict:tests/fuzz/seeds/corpus_manifest"
   "fuzz_user_sim:user_sim.dict:tests/fuzz/seeds/user_sim"
+  "fuzz_serve_request:serve_request.dict:tests/fuzz/seeds/serve_request"
 )
 names=()
 for entry in "${TARGETS[@]}"; do names+=("${entry%%:*}"); done
