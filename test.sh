@@ -14,8 +14,9 @@
 #                built in the background after the ASan build), as many
 #                targets at once as there are cores
 #   pytest       interop with the Python safetensors, tokenizers, h5py,
-#                tensorboard (and, with torch/transformers in .venv, Hugging
-#                Face) libraries
+#                tensorboard, mlflow, mcp and openai (fimi serve, also under
+#                ASan) libraries (and, with torch/transformers in .venv,
+#                Hugging Face)
 # Runs from any directory; every build folder is inside this checkout, so two
 # clones side by side share no build state.
 # Environment:
@@ -138,6 +139,8 @@ stage_done "asan ctest" "$(grep -E '^[0-9]+% tests passed' "$ASAN_DIR/ctest.log"
 tests/fuzz/smoke.sh "$FUZZ_SECONDS"
 stage_done fuzz "$FUZZ_SECONDS s per target"
 # pytest's temporary folders inside the build folder too (not /tmp/pytest-of-USER).
-FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" .venv/bin/python -m pytest -q \
+# fimi serve's tests also run against the ASan binary (FIMI_ASAN_BIN).
+FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" FIMI_ASAN_BIN="$PWD/$ASAN_DIR/cmd/fimi" \
+  .venv/bin/python -m pytest -q \
   --basetemp="$PWD/$BUILD_DIR/pytest-tmp" tests/interop
 stage_done pytest

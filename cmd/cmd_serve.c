@@ -27,6 +27,7 @@
 #define SERVE_DEFAULT_MAX_BODY (4L << 20)
 #define SERVE_DEFAULT_IDLE_S 60
 #define SERVE_DEFAULT_PREFILL_CHUNK 64
+#define SERVE_SPARE_CONNECTIONS 16
 
 typedef struct ServeArgs {
   const char *model, *tokenizer, *host, *name, *api_key_file;
@@ -52,7 +53,7 @@ static void usage_to(FILE *out) {
           "                        when set; none: no key is asked for (loopback only)\n"
           "  --slots N             sequences decoded together (default %d)\n"
           "  --context N           tokens per sequence, prompt included (default min(%d, the model's))\n"
-          "  --max-concurrent N    requests in flight at once; beyond: 429 (default %d)\n"
+          "  --max-concurrent N    requests waiting for a sequence at most; beyond: 429 (default %d)\n"
           "  --max-body-bytes N    largest request body (default %ld)\n"
           "  --idle-timeout-s N    a connection idle this long is closed (default %d)\n"
           "  --prefill-chunk N     prompt tokens per prefill pass (default %d)\n"
@@ -96,6 +97,17 @@ static int parse_value(const char *flag, const char *v, ServeArgs *a, FimiError 
   return 0;
 }
 
+// DIR's last path component ("run/step_000900/" -> "step_000900").
+static const char *last_component(const char *dir) {
+  static char name[256];
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') n--;
+  size_t start = n;
+  while (start > 0 && dir[start - 1] != '/') start--;
+  snprintf(name, sizeof name, "%.*s", (int)(n - start), dir + start);
+  return name;
+}
+
 static int parse_args(int argc, char **argv, ServeArgs *a, FimiError *err) {
   static const char *const valued[] = {"--model", "--tokenizer", "--host", "--served-model-name", "--api-key-file",
                                        "--device", "--port", "--slots", "--context", "--max-concurrent",
@@ -113,10 +125,7 @@ static int parse_args(int argc, char **argv, ServeArgs *a, FimiError *err) {
     if (!(v = cli_flag_value(argc, argv, &i, err)) || parse_value(flag, v, a, err) != 0) return -1;
   }
   if (!a->model) return fimi_fail(err, "--model DIR is required");
-  if (!a->name) {
-    const char *slash = strrchr(a->model, '/');
-    a->name = slash && slash[1] ? slash + 1 : a->model;
-  }
+  if (!a->name) a->name = last_component(a->model);
   return 0;
 }
 
@@ -132,7 +141,10 @@ static int listen_address(const ServeArgs *a, HttpListen *listen, FimiError *err
 // waits for; the engine stops first, so that waiting requests end.
 static int run_until_signal(ServeApi *api, const ServeArgs *a, const HttpListen *listen, FimiError *err) {
   ServeHttpServer *server = NULL;
-  if (serve_http_start(api, listen, a->allow_non_loopback, (int)a->max_concurrent, (int)a->idle_s, &server, err) != 0)
+  // Room for every request in flight (waiting or decoding) and some idle
+  // keep-alive connections, so that a request past the queue gets its 429.
+  int connections = (int)(a->max_concurrent + a->slots + SERVE_SPARE_CONNECTIONS);
+  if (serve_http_start(api, listen, a->allow_non_loopback, connections, (int)a->idle_s, &server, err) != 0)
     return -1;
   fprintf(stderr, "fimi serve: listening on http://%s:%d/v1 (model \"%s\", %ld sequences of %ld tokens, %s)\n",
           listen->host, serve_http_port(server), a->name, a->slots, a->context, a->device == DEVICE_CPU ? "cpu" : "cuda");

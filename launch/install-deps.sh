@@ -53,7 +53,8 @@ if [ "${1:-}" = "--python" ]; then
   fi
   # torch/transformers are optional (large): hf_parity.py skips without them.
   # tensorboard reads back fimi's event files (tests/interop/test_tensorboard_interop.py);
-  # mlflow runs a tracking server and reads fimi's runs back (tests/interop/test_mlflow_interop.py).
+  # mlflow runs a tracking server and reads fimi's runs back (tests/interop/test_mlflow_interop.py);
+  # openai is the client of fimi serve (tests/interop/test_serve_openai.py).
   "$FIMI_ROOT/.venv/bin/pip" install -q --disable-pip-version-check pytest numpy safetensors tokenizers h5py mcp \
-    tensorboard mlflow
+    tensorboard mlflow openai
 fi

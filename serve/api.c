@@ -261,6 +261,7 @@ static int submit_error(int rc, const FimiError *err, ServeError *e) {
   if (rc == SERVE_SUBMIT_FULL) return serve_error(e, 429, "rate_limit_error", "server_busy", NULL, "%s", err->message);
   if (rc == SERVE_SUBMIT_TOO_LONG)
     return serve_error(e, 400, "invalid_request_error", "context_length_exceeded", "messages", "%s", err->message);
+  if (rc == SERVE_SUBMIT_TOO_MANY) return serve_error(e, 400, "invalid_request_error", NULL, "n", "%s", err->message);
   if (rc == SERVE_SUBMIT_STOPPING) return serve_error(e, 503, "server_error", NULL, NULL, "%s", err->message);
   return serve_error(e, 500, "server_error", NULL, NULL, "%s", err->message);
 }

@@ -465,7 +465,7 @@ int serve_engine_submit(ServeEngine *e, ServeJob *job, FimiError *err) {
   }
   if (job->n > e->policy->slots) {
     fimi_fail(err, "n = %d is more than this server's %d sequences (--slots)", job->n, e->policy->slots);
-    return SERVE_SUBMIT_TOO_LONG;
+    return SERVE_SUBMIT_TOO_MANY;
   }
   pthread_mutex_lock(&e->lock);
   int rc = e->stopping ? SERVE_SUBMIT_STOPPING : e->queue_len == e->c.max_queue ? SERVE_SUBMIT_FULL : 0;

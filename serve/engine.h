@@ -101,6 +101,7 @@ int serve_engine_start(RolloutPolicy *policy, const Tokenizer *tok, const ServeE
 #define SERVE_SUBMIT_FULL (-2)      // max_queue jobs are waiting
 #define SERVE_SUBMIT_TOO_LONG (-3)  // the prompt leaves no room to generate
 #define SERVE_SUBMIT_STOPPING (-4)  // the engine is stopping
+#define SERVE_SUBMIT_TOO_MANY (-5)  // n is more than the engine's sequences
 
 // Queues the job (the engine takes its own reference): 0, or one of the
 // refusals above.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -143,7 +144,8 @@ int serve_http_start(ServeApi *api, const HttpListen *listen, int allow_non_loop
   ServeHttpServer *s = fimi_calloc(1, sizeof *s, err);
   if (!s) return -1;
   s->api = api;
-  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
+  // MHD_USE_ITC: quiescing (serve_http_stop) is safe with it.
+  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
                        MHD_USE_ERROR_LOG | (listen->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   s->daemon = MHD_start_daemon(flags, (uint16_t)listen->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
                                (const struct sockaddr *)&listen->addr, MHD_OPTION_CONNECTION_LIMIT,
@@ -163,8 +165,20 @@ int serve_http_start(ServeApi *api, const HttpListen *listen, int allow_non_loop
 
 int serve_http_port(const ServeHttpServer *server) { return server->port; }
 
+// Stops accepting, gives the answers in flight up to DRAIN_S to go out
+// (after serve_engine_stop every one of them is ending), then closes.
+#define DRAIN_S 5
+
 void serve_http_stop(ServeHttpServer *s) {
   if (!s) return;
-  if (s->daemon) MHD_stop_daemon(s->daemon);
+  if (s->daemon) {
+    MHD_quiesce_daemon(s->daemon);
+    for (int i = 0; i < DRAIN_S * 100; i++) {
+      const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+      if (!info || info->num_connections == 0) break;
+      usleep(10000);
+    }
+    MHD_stop_daemon(s->daemon);
+  }
   free(s);
 }

@@ -167,8 +167,24 @@ static int parse_stream(const cJSON *root, ServeRequest *r, ServeError *e) {
   return boolean(options, "include_usage", &r->include_usage, e);
 }
 
+// 1 when the JSON text holds the escape \u0000 (not an escaped backslash
+// followed by "u0000"): cJSON's strings end at a NUL, so the text after it
+// would be lost without a word.
+static int has_nul_escape(const char *body, size_t length) {
+  for (size_t i = 0; i + 6 <= length; i++) {
+    if (body[i] != '\\' || memcmp(body + i + 1, "u0000", 5) != 0) continue;
+    size_t slashes = 0;
+    while (slashes < i && body[i - 1 - slashes] == '\\') slashes++;
+    if (slashes % 2 == 0) return 1;
+  }
+  return 0;
+}
+
 int serve_request_parse(const char *body, size_t length, ServeRequest *r, ServeError *e) {
   memset(r, 0, sizeof *r);
+  if (has_nul_escape(body, length))
+    return serve_error(e, 400, "invalid_request_error", NULL, "", "the body holds a NUL character (\\u0000), "
+                                                                  "which no field may contain");
   r->root = length > 0 && !memchr(body, 0, length) ? cJSON_ParseWithLength(body, length) : NULL;
   if (!cJSON_IsObject(r->root)) {
     serve_request_free(r);

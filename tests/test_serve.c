@@ -165,6 +165,8 @@ static void test_parse_errors(void) {
       {USER ",\"max_tokens\":0}", "max_tokens"},
       {USER ",\"max_tokens\":1.5}", "max_tokens"},
       {USER ",\"n\":17}", "n"},
+      {USER ",\"n\":4}", "n"},  // more than the engine's 3 sequences
+      {"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\\u0000 there\"}]}", ""},
       {USER ",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop"},
       {USER ",\"stop\":\"\"}", "stop"},
       {USER ",\"stream\":\"yes\"}", "stream"},
