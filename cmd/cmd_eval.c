@@ -10,11 +10,13 @@
 
 #include "cmd/cli.h"
 #include "cmd/device_policy.h"
+#include "cmd/endpoint.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/progress.h"
 #include "eval/harness.h"
 #include "eval/mlflow_eval.h"
+#include "eval/served.h"
 #include "eval/summary.h"
 #include "kernels/device.h"
 #include "model/gemma.h"
@@ -22,9 +24,11 @@
 
 static void eval_usage(FILE *out) {
   fprintf(out,
-          "usage: fimi eval (--model DIR | --agent oracle|do_nothing|random) --tasks FILE [--trials N]\n"
-          "                 [--out results.json] [--label NAME] [--tokenizer F] [--device cpu|cuda]\n"
-          "                 [--mlflow-uri URI] [--experiment NAME]\n"
+          "usage: fimi eval (--model DIR | --agent oracle|do_nothing|random | --endpoint URL --served-model NAME)\n"
+          "                 --tasks FILE [--trials N] [--out results.json] [--label NAME] [--tokenizer F]\n"
+          "                 [--device cpu|cuda] [--mlflow-uri URI] [--experiment NAME]\n"
+          "                 [--api-key-file F] [--endpoint-cache DIR [--endpoint-cache-mode record|replay]]\n"
+          "                 [--endpoint-concurrency N] [--endpoint-timeout-s N] [--endpoint-retries N]\n"
           "       fimi eval compare A.json B.json [--out compare.json]\n"
           "       fimi eval ladder A.json B.json ...\n"
           "       fimi eval ladder --mlflow-experiment NAME [--mlflow-uri URI]\n"
@@ -32,6 +36,7 @@ static void eval_usage(FILE *out) {
           "  breakdown to --out (default results.json) and a Markdown summary beside it (.md)\n"
           "    --model      a saved model directory (model.safetensors, config.json, tokenizer.json)\n"
           "    --agent      a scripted agent instead of a model, through the same episodes\n"
+          "%s"
           "    --trials     episodes per task (eval.trials; the band and pass^k need >= 2)\n"
           "    --label      the run's name in tables (default: the model directory or agent)\n"
           "    --tokenizer  tokenizer.json (default: DIR/tokenizer.json)\n"
@@ -43,23 +48,30 @@ static void eval_usage(FILE *out) {
           "  ladder:  mean reward overall and per task kind, one row per result file, best in bold;\n"
           "           --mlflow-experiment: one row per finished fimi eval run of that experiment, oldest\n"
           "           first, its result file downloaded from the server\n"
-          "  settings: [eval] trials, seed, success, temperature, top_p; budgets from [grpo] and [rollout]\n");
+          "  settings: [eval] trials, seed, success, temperature, top_p; budgets from [grpo] and [rollout]\n",
+          endpoint_usage_text);
 }
 
 typedef struct EvalArgs {
   const char *model, *agent, *tasks, *out, *label, *tokenizer, *mlflow_uri, *experiment;
   long trials;  // 0: eval.trials
+  EndpointArgs endpoint;  // --endpoint: a served model
 } EvalArgs;
 
 static int parse_eval_args(int argc, char **argv, EvalArgs *a, FimiError *err) {
   memset(a, 0, sizeof *a);
   a->out = "results.json";
-  static const char *const flags[] = {"--model",  "--agent",      "--tasks",      "--out", "--label",
-                                      "--tokenizer", "--trials", "--mlflow-uri", "--experiment", NULL};
+  static const char *const flags[] = {"--model", "--agent", "--tasks", "--out", "--label", "--tokenizer", "--trials",
+                                      "--mlflow-uri", "--experiment", "--endpoint", "--served-model",
+                                      "--api-key-file", "--endpoint-cache", "--endpoint-cache-mode",
+                                      "--endpoint-concurrency", "--endpoint-timeout-s", "--endpoint-retries", NULL};
   for (int i = 1; i < argc; i++) {
     if (!cli_is_one_of(argv[i], flags)) return fimi_fail(err, "unknown argument \"%s\" (see fimi eval --help)", argv[i]);
     const char *flag = argv[i], *v = cli_flag_value(argc, argv, &i, err);
     if (!v) return -1;
+    int served = endpoint_flag(&a->endpoint, flag, v, err);
+    if (served < 0) return -1;
+    if (served) continue;
     if (!strcmp(flag, "--model")) a->model = v;
     if (!strcmp(flag, "--agent")) a->agent = v;
     if (!strcmp(flag, "--tasks")) a->tasks = v;
@@ -71,7 +83,10 @@ static int parse_eval_args(int argc, char **argv, EvalArgs *a, FimiError *err) {
     if (!strcmp(flag, "--trials") && cli_parse_int("--trials", v, 1, 1000, &a->trials, err) != 0) return -1;
   }
   if (!a->tasks) return fimi_fail(err, "--tasks FILE is required (a task file: fimi env sample)");
-  if (!a->model == !a->agent) return fimi_fail(err, "give exactly one of --model DIR and --agent NAME");
+  if (!!a->model + !!a->agent + !!a->endpoint.endpoint != 1)
+    return fimi_fail(err, "give exactly one of --model DIR, --agent NAME and --endpoint URL");
+  if (!a->endpoint.endpoint && (a->endpoint.model || a->endpoint.cache_dir || a->endpoint.api_key_file))
+    return fimi_fail(err, "--served-model, --api-key-file and --endpoint-cache need --endpoint URL");
   return 0;
 }
 
@@ -93,9 +108,14 @@ static int read_eval_config(const Config *c, const EvalArgs *a, EvalConfig *e, i
   return eval_config_validate(e, err);
 }
 
+// What the results name as the model: the directory, "agent:NAME" or
+// "endpoint:URL#NAME".
 static void fill_info(EvalRunInfo *info, const EvalArgs *a, const EvalConfig *e, int64_t parameters) {
-  snprintf(info->model, sizeof info->model, "%s%s", a->agent ? "agent:" : "", a->agent ? a->agent : a->model);
-  snprintf(info->label, sizeof info->label, "%s", a->label ? a->label : a->agent ? a->agent : a->model);
+  const EndpointArgs *p = &a->endpoint;
+  if (p->endpoint) snprintf(info->model, sizeof info->model, "endpoint:%s#%s", p->endpoint, p->model ? p->model : "");
+  else snprintf(info->model, sizeof info->model, "%s%s", a->agent ? "agent:" : "", a->agent ? a->agent : a->model);
+  const char *name = a->label ? a->label : a->agent ? a->agent : p->endpoint ? p->model : a->model;
+  snprintf(info->label, sizeof info->label, "%s", name ? name : "served");
   snprintf(info->tasks_file, sizeof info->tasks_file, "%s", a->tasks);
   info->trials = e->trials;
   info->seed = e->seed;
@@ -135,6 +155,17 @@ static int run_model(const EvalArgs *a, const EvalConfig *e, Device device, int 
   return rc;
 }
 
+static int run_served(const EvalArgs *a, const EvalConfig *e, const TaskList *tasks, EvalResults *out,
+                      FimiError *err) {
+  OpenAIClient *client = NULL;
+  if (endpoint_client_create(&a->endpoint, &client, err) != 0) return -1;
+  fill_info(&out->info, a, e, 0);
+  EvalServedConfig s = {.concurrency = a->endpoint.concurrency > 0 ? (int)a->endpoint.concurrency : 8};
+  int rc = eval_run_served(e, &s, client, tasks, out, err);
+  openai_client_free(client);
+  return rc;
+}
+
 static int write_outputs(const EvalResults *r, const char *path, FimiError *err) {
   char md[4096];
   if (eval_results_write(r, path, err) != 0 || cli_sibling_path(path, ".md", md, sizeof md, err) != 0) return -1;
@@ -151,7 +182,7 @@ static int write_outputs(const EvalResults *r, const char *path, FimiError *err)
 // read, before any episode is played.
 static EvalMlflowRun *start_tracking(const EvalArgs *a, const MlflowSettings *s, int experiment_named) {
   EvalMlflowOptions o = {.settings = *s, .experiment_named = experiment_named, .kind = EVAL_MLFLOW_KIND_EVAL,
-                         .command = "fimi eval", .run_name = a->label ? a->label : a->agent ? a->agent : a->model,
+                         .command = "fimi eval", .run_name = a->label ? a->label : a->agent ? a->agent : a->model ? a->model : a->endpoint.model,
                          .model = a->model, .agent = a->agent, .results = a->out,
                          .fimi_version = cli_fimi_version(), .git_commit = cli_git_commit()};
   return eval_mlflow_start(&o);
@@ -193,6 +224,8 @@ static int cmd_eval_run(int argc, char **argv, int tracked) {
   if (a.agent) {
     fill_info(&results.info, &a, &e, 0);
     rc = eval_run_agent(&e, (EnvAgentKind)agent, &tasks, &results, &err);
+  } else if (a.endpoint.endpoint) {
+    rc = run_served(&a, &e, &tasks, &results, &err);
   } else {
     rc = run_model(&a, &e, opts.device, row_invariant, chunk, &tasks, &results, &err);
   }

@@ -10,6 +10,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "data/toolcall.h"
+#include "eval/episode_record.h"
 
 void eval_config_default(EvalConfig *c) {
   memset(c, 0, sizeof *c);
@@ -187,65 +188,6 @@ int eval_run_policy(const EvalConfig *c, RolloutPolicy *policy, EnvClient *env, 
 
 // ---- scripted agents ----------------------------------------------------------------------------
 
-static const char *turn_role(EnvTurnKind kind) {
-  switch (kind) {
-    case ENV_TURN_CUSTOMER: return "user";
-    case ENV_TURN_TOOL: return "tool";
-    default: return "model";
-  }
-}
-
-// The end names of rl/rollout.h for how the simulator or budget ended it.
-static const char *agent_end_name(TaskEnd end) {
-  switch (end) {
-    case TASK_END_STOP: return rollout_end_name(ROLLOUT_END_STOP);
-    case TASK_END_TRANSFER: return rollout_end_name(ROLLOUT_END_TRANSFER);
-    case TASK_END_OUT_OF_SCOPE: return rollout_end_name(ROLLOUT_END_OUT_OF_SCOPE);
-    default: return rollout_end_name(ROLLOUT_END_TURN_BUDGET);
-  }
-}
-
-static int is_error_turn(const char *text) {
-  cJSON *obj = cJSON_Parse(text);
-  int bad = obj && cJSON_GetObjectItemCaseSensitive(obj, "error") != NULL;
-  cJSON_Delete(obj);
-  return bad;
-}
-
-// Counts and trajectory of a finished episode from its recorded turns.
-static int record_agent_turns(EvalEpisode *e, EnvEpisode *ep, FimiError *err) {
-  e->trajectory = cJSON_CreateArray();
-  if (!e->trajectory) return fimi_fail(err, "out of memory");
-  for (int i = 0; i < env_episode_num_turns(ep); i++) {
-    const EnvTurn *t = env_episode_turn(ep, i);
-    cJSON *turn = cJSON_CreateObject();
-    cJSON_AddStringToObject(turn, "role", turn_role(t->kind));
-    cJSON_AddStringToObject(turn, "text", t->text);
-    cJSON_AddBoolToObject(turn, "sampled", t->kind == ENV_TURN_AGENT_MESSAGE || t->kind == ENV_TURN_AGENT_CALL);
-    cJSON_AddItemToArray(e->trajectory, turn);
-    e->tool_calls += t->kind == ENV_TURN_AGENT_CALL;
-    e->tool_errors += t->kind == ENV_TURN_TOOL && is_error_turn(t->text);
-  }
-  return 0;
-}
-
-// An episode the environment could not play: recorded with zero reward and
-// the reason as its last trajectory entry, like a failed rollout.
-static int record_failure(EvalEpisode *e, FimiError *err) {
-  memset(&e->reward, 0, sizeof e->reward);
-  e->failed = 1;
-  snprintf(e->end, sizeof e->end, "%s", rollout_end_name(ROLLOUT_END_FAILED));
-  if (!e->trajectory) e->trajectory = cJSON_CreateArray();
-  cJSON *note = cJSON_CreateObject();
-  if (!e->trajectory || !note) return fimi_fail(err, "out of memory");
-  cJSON_AddStringToObject(note, "role", "error");
-  cJSON_AddStringToObject(note, "text", err->message);
-  cJSON_AddItemToArray(e->trajectory, note);
-  err->failed = 0;
-  err->message[0] = '\0';
-  return 0;
-}
-
 static int play_agent(EnvWorld *world, EnvAgentKind kind, const Task *task, int trial, uint64_t seed, EvalEpisode *e,
                       FimiError *err) {
   if (eval_episode_set_task(e, task, err) != 0) return -1;
@@ -259,14 +201,14 @@ static int play_agent(EnvWorld *world, EnvAgentKind kind, const Task *task, int 
   int rc = env_open(world, task, seed, &ep, &first, err);
   if (rc == 0) rc = agent_play(agent, ep, &obs, err);
   if (rc == 0) rc = env_score(ep, &e->reward, err);
-  if (rc == 0) rc = record_agent_turns(e, ep, err);
+  if (rc == 0) rc = eval_record_env_turns(e, ep, err);
   if (rc == 0) {
     e->turns = env_episode_turns_used(ep);
-    snprintf(e->end, sizeof e->end, "%s", agent_end_name(obs.end));
+    snprintf(e->end, sizeof e->end, "%s", eval_agent_end_name(obs.end));
   }
   if (ep) env_close(ep);
   agent_free(agent);
-  return rc == 0 ? 0 : record_failure(e, err);
+  return rc == 0 ? 0 : eval_record_failure(e, err);
 }
 
 int eval_run_agent(const EvalConfig *c, EnvAgentKind kind, const TaskList *tasks, EvalResults *out, FimiError *err) {

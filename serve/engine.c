@@ -202,15 +202,17 @@ static int is_stop_id(const ServeEngine *e, int id) {
 
 // The choice in slot s sampled `id`: end the turn, or add its text and
 // feed it at the next step.
+// The id that ends the turn counts as generated (the model sampled it, as
+// a rollout counts it), but adds no text.
 static void take_token(ServeEngine *e, EngineSlot *s, int id) {
   ServeJob *job = s->job;
+  pthread_mutex_lock(&job->lock);
+  int tokens = ++job->choices[s->choice].tokens;
+  pthread_mutex_unlock(&job->lock);
   if (is_stop_id(e, id)) {
     finish_choice(s, SERVE_FINISH_STOP, 1, NULL);
     return;
   }
-  pthread_mutex_lock(&job->lock);
-  int tokens = ++job->choices[s->choice].tokens;
-  pthread_mutex_unlock(&job->lock);
   char *piece = NULL;
   FimiError err = {0};
   int cut = token_stream_push(&s->stream, id, &piece, &err) == 0 ? add_text(s, piece, &err) : -1;

@@ -45,7 +45,7 @@ typedef enum {
 typedef struct ServeChoice {
   TextBuf text;      // decoded so far, the forced prefix first; the stop string cut off
   size_t visible;    // bytes of text no stop string can still cut (safe to stream)
-  int tokens;        // sampled tokens
+  int tokens;        // sampled tokens (the one that ended the turn included)
   ServeFinish finish;
 } ServeChoice;
 

@@ -256,7 +256,7 @@ static void test_completions(void) {
   CHECK(status == 200 && message_content(a, 0) && strcmp(message_content(a, 0), "Your balance is 500 rupees.") == 0,
         "the script comes back whole: %s", message_content(a, 0));
   CHECK(strcmp(finish_of(a, 0), "stop") == 0, "finish stop");
-  CHECK(usage_of(a, "completion_tokens") == sp.script_len - 1, "completion tokens %d (script %d)",
+  CHECK(usage_of(a, "completion_tokens") == sp.script_len, "completion tokens %d (script %d, <end_of_turn> included)",
         usage_of(a, "completion_tokens"), sp.script_len);
   int prompt_tokens = usage_of(a, "prompt_tokens");
   cJSON_Delete(a);
