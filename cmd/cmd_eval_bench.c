@@ -11,13 +11,17 @@
 #include <string.h>
 
 #include "cmd/cli.h"
+#include "cmd/endpoint.h"
 #include "eval/bench_build.h"
+#include "eval/bench_judge_model.h"
 #include "eval/bench_score.h"
 #include "eval/mlflow_eval.h"
 
 static void bench_usage(FILE *out) {
   fprintf(out,
-          "usage: fimi eval bench (--model DIR | --agent oracle|do_nothing|random) --cases FILE\n"
+          "usage: fimi eval bench (--model DIR | --agent oracle|do_nothing|random | --endpoint URL --served-model NAME)\n"
+          "                       --cases FILE [--judge rubric|model --judge-endpoint URL --judge-model NAME\n"
+          "                       [--judge-api-key-file F] [--judge-cache DIR [--judge-cache-mode record|replay]]]\n"
           "                       [--attempts N] [--temperature T] [--top-p P] [--out bench.json]\n"
           "                       [--label NAME] [--tokenizer F] [--device cpu|cuda] [--config F] [--set K=V]\n"
           "                       [--mlflow-uri URI] [--experiment NAME]\n"
@@ -30,18 +34,57 @@ static void bench_usage(FILE *out) {
           "    --out       the scores with every attempt's trajectory and verdicts (default bench.json);\n"
           "                beside it bench.md (summary), bench.tasks.jsonl and bench.episodes.json\n"
           "    --mlflow-uri, --experiment  also log the run to MLflow, as fimi eval does (fimi eval --help)\n"
+          "    --endpoint ...  a served model as the agent, with fimi eval's options (fimi eval --help)\n"
+          "    --judge model   the R-Q gate judged by a served model, one request per fact and rubric rule;\n"
+          "                the rubric judge runs beside it and their agreement (Cohen's kappa) is reported\n"
           "  build: one case per task of FILE (fimi env sample) plus N adversarial cases of each kind\n"
           "         (prompt injection, another customer's data, social engineering; default 15)\n"
-          "  score: judge a result file of fimi eval whose tasks are the cases' (bench.tasks.jsonl)\n");
+          "  score: judge a result file of fimi eval whose tasks are the cases' (bench.tasks.jsonl);\n"
+          "         takes the --judge options too\n");
 }
 
 // ---- judging ---------------------------------------------------------------------------------
 
+// --judge rubric|model and the model judge's served model (--judge-*).
+typedef struct JudgeArgs {
+  const char *kind;        // "rubric" (default) or "model"
+  EndpointArgs endpoint;   // --judge-endpoint, --judge-model, --judge-api-key-file, --judge-cache[-mode]
+} JudgeArgs;
+
+static const char *const JUDGE_FLAGS[] = {"--judge", "--judge-endpoint", "--judge-model", "--judge-api-key-file",
+                                          "--judge-cache", "--judge-cache-mode", NULL};
+
+// Reads one --judge* option (1), or says it is not one (0), or fails (-1).
+static int judge_flag(JudgeArgs *j, const char *flag, const char *v, FimiError *err) {
+  static const char *const as[][2] = {{"--judge-endpoint", "--endpoint"}, {"--judge-model", "--served-model"},
+                                      {"--judge-api-key-file", "--api-key-file"}, {"--judge-cache", "--endpoint-cache"},
+                                      {"--judge-cache-mode", "--endpoint-cache-mode"}};
+  if (!strcmp(flag, "--judge")) {
+    if (strcmp(v, "rubric") != 0 && strcmp(v, "model") != 0)
+      return fimi_fail(err, "--judge: \"%s\" is not rubric or model", v);
+    j->kind = v;
+    return 1;
+  }
+  for (size_t i = 0; i < sizeof as / sizeof as[0]; i++)
+    if (!strcmp(flag, as[i][0])) return endpoint_flag(&j->endpoint, as[i][1], v, err);
+  return 0;
+}
+
 static int judge_and_write(const BenchSet *set, const EvalResults *results, const char *cases_file,
-                           const char *results_file, const char *out, FimiError *err) {
+                           const char *results_file, const char *out, const JudgeArgs *j, FimiError *err) {
   BenchJudge judge = bench_judge_rubric();
+  BenchModelJudge model = {0};
+  int use_model = j->kind && !strcmp(j->kind, "model");
+  if (use_model && !j->endpoint.endpoint) return fimi_fail(err, "--judge model needs --judge-endpoint URL and --judge-model NAME");
+  if (!use_model && j->endpoint.endpoint) return fimi_fail(err, "--judge-endpoint needs --judge model");
+  if (use_model && endpoint_client_create(&j->endpoint, &model.client, err) != 0) return -1;
+  if (use_model) judge = bench_judge_model(&model);
   BenchRun run;
-  if (bench_score(set, results, &judge, &run, err) != 0) return -1;
+  int scored = bench_score(set, results, &judge, &run, err);
+  cJSON *agreement = use_model && scored == 0 ? bench_judge_agreement_json(&model) : NULL;
+  openai_client_free(model.client);
+  if (scored != 0) return -1;
+  run.judge_agreement = agreement;
   snprintf(run.cases_file, sizeof run.cases_file, "%s", cases_file);
   snprintf(run.results_file, sizeof run.results_file, "%s", results_file);
   char md[4096];
@@ -54,15 +97,17 @@ static int judge_and_write(const BenchSet *set, const EvalResults *results, cons
   if (rc == 0) rc = bench_run_markdown(&run, stdout, err);
   if (rc == 0) printf("\nbench: %s, summary: %s\n", out, md);
   bench_run_free(&run);
+  cJSON_Delete(agreement);
   return rc;
 }
 
-static int score_file(const char *cases_file, const char *results_file, const char *out, FimiError *err) {
+static int score_file(const char *cases_file, const char *results_file, const char *out, const JudgeArgs *j,
+                      FimiError *err) {
   BenchSet set;
   if (bench_set_load(cases_file, &set, err) != 0) return -1;
   EvalResults results = {0};
   int rc = eval_results_read(results_file, &results, err);
-  if (rc == 0) rc = judge_and_write(&set, &results, cases_file, results_file, out, err);
+  if (rc == 0) rc = judge_and_write(&set, &results, cases_file, results_file, out, j, err);
   eval_results_free(&results);
   bench_set_free(&set);
   return rc;
@@ -114,14 +159,18 @@ static int cmd_bench_build(int argc, char **argv) {
 static int cmd_bench_score(int argc, char **argv) {
   FimiError err = {0};
   const char *cases = NULL, *results = NULL, *out = "bench.json";
+  JudgeArgs judge = {0};
   static const char *const flags[] = {"--cases", "--results", "--out", NULL};
   for (int i = 1; i < argc; i++) {
-    if (!cli_is_one_of(argv[i], flags)) {
+    if (!cli_is_one_of(argv[i], flags) && !cli_is_one_of(argv[i], JUDGE_FLAGS)) {
       fimi_fail(&err, "unknown argument \"%s\" (see fimi eval bench --help)", argv[i]);
       return cli_fail("eval bench score", &err);
     }
     const char *flag = argv[i], *v = cli_flag_value(argc, argv, &i, &err);
     if (!v) return cli_fail("eval bench score", &err);
+    int j = judge_flag(&judge, flag, v, &err);
+    if (j < 0) return cli_fail("eval bench score", &err);
+    if (j) continue;
     if (!strcmp(flag, "--cases")) cases = v;
     if (!strcmp(flag, "--results")) results = v;
     if (!strcmp(flag, "--out")) out = v;
@@ -130,7 +179,7 @@ static int cmd_bench_score(int argc, char **argv) {
     fimi_fail(&err, "--cases FILE and --results FILE are required");
     return cli_fail("eval bench score", &err);
   }
-  return score_file(cases, results, out, &err) == 0 ? 0 : cli_fail("eval bench score", &err);
+  return score_file(cases, results, out, &judge, &err) == 0 ? 0 : cli_fail("eval bench score", &err);
 }
 
 // ---- a run: the harness of fimi eval, then the judge -----------------------------------------
@@ -143,6 +192,7 @@ typedef struct BenchArgs {
   char *harness[BENCH_MAX_ARGS];  // the fimi eval command line
   int num_harness;
   char sets[2][64];               // --set eval.temperature=.., eval.top_p=..
+  JudgeArgs judge;
 } BenchArgs;
 
 static int harness_arg(BenchArgs *a, const char *arg, FimiError *err) {
@@ -161,15 +211,20 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a, FimiError *err)
   a->top_p = "1.0";
   static const char *const own[] = {"--cases",  "--out",        "--attempts",   "--temperature",
                                     "--top-p", "--mlflow-uri", "--experiment", NULL};
-  static const char *const passed[] = {"--model", "--agent", "--label", "--tokenizer", "--device",
-                                       "--config", "--set", "--log-level", NULL};
+  static const char *const passed[] = {"--model", "--agent", "--label", "--tokenizer", "--device", "--config", "--set",
+                                       "--log-level", "--endpoint", "--served-model", "--api-key-file",
+                                       "--endpoint-cache", "--endpoint-cache-mode", "--endpoint-concurrency",
+                                       "--endpoint-timeout-s", "--endpoint-retries", NULL};
   if (harness_arg(a, "eval", err) != 0) return -1;
   for (int i = 1; i < argc; i++) {
     const char *flag = argv[i];
-    if (!cli_is_one_of(flag, own) && !cli_is_one_of(flag, passed))
+    if (!cli_is_one_of(flag, own) && !cli_is_one_of(flag, passed) && !cli_is_one_of(flag, JUDGE_FLAGS))
       return fimi_fail(err, "unknown argument \"%s\" (see fimi eval bench --help)", flag);
     const char *v = cli_flag_value(argc, argv, &i, err);
     if (!v) return -1;
+    int j = judge_flag(&a->judge, flag, v, err);
+    if (j < 0) return -1;
+    if (j) continue;
     if (cli_is_one_of(flag, passed) && (harness_arg(a, flag, err) != 0 || harness_arg(a, v, err) != 0)) return -1;
     if (!strcmp(flag, "--cases")) a->cases = v;
     if (!strcmp(flag, "--out")) a->out = v;
@@ -181,6 +236,7 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a, FimiError *err)
     if (!strcmp(flag, "--model")) a->model = v;
     if (!strcmp(flag, "--agent")) a->agent = v;
     if (!strcmp(flag, "--label")) a->label = v;
+    if (!strcmp(flag, "--served-model") && !a->label) a->label = v;
   }
   long n = 0;
   double t = 0, p = 0;
@@ -256,7 +312,7 @@ static int cmd_bench_run(int argc, char **argv) {
   int failed = cmd_eval_harness(a.num_harness, a.harness) != 0;  // fimi eval printed why
   if (!failed) {
     printf("\n");
-    failed = score_file(a.cases, episodes_path, a.out, &err) != 0;
+    failed = score_file(a.cases, episodes_path, a.out, &a.judge, &err) != 0;
     if (failed) cli_fail("eval bench", &err);
   }
   char md[4096] = "";

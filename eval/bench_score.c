@@ -243,6 +243,7 @@ cJSON *bench_run_json(const BenchRun *r, FimiError *err) {
   cJSON_AddStringToObject(o, "cases_file", r->cases_file);
   cJSON_AddStringToObject(o, "results_file", r->results_file);
   cJSON_AddStringToObject(o, "judge", r->judge);
+  if (r->judge_agreement) cJSON_AddItemToObject(o, "judge_agreement", cJSON_Duplicate(r->judge_agreement, 1));
   cJSON_AddNumberToObject(o, "attempts", info->trials);
   cJSON_AddNumberToObject(o, "temperature", info->temperature);
   cJSON_AddNumberToObject(o, "top_p", info->top_p);
@@ -274,6 +275,18 @@ static void table_head(FILE *out, const char *first) {
   fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 }
 
+// The model judge's agreement with the rubric judge, in a sentence.
+static void judge_agreement_line(const cJSON *a, FILE *out) {
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(a, "attempts");
+  const cJSON *agree = cJSON_GetObjectItemCaseSensitive(a, "observed_agreement");
+  const cJSON *kappa = cJSON_GetObjectItemCaseSensitive(a, "kappa");
+  char k[32] = "n/a";
+  if (cJSON_IsNumber(kappa)) snprintf(k, sizeof k, "%.3f", kappa->valuedouble);
+  fprintf(out, "The model judge against the rubric judge on the %d attempts that reached the R-Q gate: agreement %.3f, "
+               "Cohen's kappa %s.\n\n",
+          cJSON_IsNumber(n) ? n->valueint : 0, cJSON_IsNumber(agree) ? agree->valuedouble : 0.0, k);
+}
+
 int bench_run_markdown(const BenchRun *r, FILE *out, FimiError *err) {
   const EvalRunInfo *info = &r->results->info;
   BenchMetrics m;
@@ -281,6 +294,7 @@ int bench_run_markdown(const BenchRun *r, FILE *out, FimiError *err) {
   fprintf(out, "# Judged bench: %s\n\n", info->label);
   fprintf(out, "%d cases from %s, n = %d attempts each, temperature %.2f, top-p %.2f, judge %s; %.1f s.\n\n",
           r->set->count, r->cases_file, info->trials, info->temperature, info->top_p, r->judge, info->seconds);
+  if (r->judge_agreement) judge_agreement_line(r->judge_agreement, out);
   table_head(out, "slice");
   metrics_row(out, "overall", &m);
   if (m.episode_failures) fprintf(out, "\n%d attempts failed in the environment (counted as failed).\n", m.episode_failures);

@@ -33,6 +33,7 @@ typedef struct BenchRun {
   const BenchSet *set;          // borrowed
   const EvalResults *results;   // borrowed
   const char *judge;            // the judge's name
+  const cJSON *judge_agreement; // NULL, or a model judge's agreement with the rubric judge (borrowed)
   char cases_file[1024], results_file[1024];
   BenchAttempt *attempts;       // in the results' episode order
   int count;

@@ -23,6 +23,7 @@
 #include "env/episode.h"
 #include "env/user_sim.h"
 #include "eval/bench_build.h"
+#include "eval/bench_judge_model.h"
 #include "eval/bench_score.h"
 #include "eval/harness.h"
 #include "test_util.h"
@@ -572,6 +573,28 @@ static void test_builder(void) {
   task_list_free(&tasks);
 }
 
+// The model judge's verdict reading and Cohen's kappa (against a hand
+// computation: Cohen 1960's definition with the two judges' marginals).
+static void test_model_judge_numbers(void) {
+  char why[64];
+  CHECK(bench_judge_read_verdict("{\"verdict\": \"pass\", \"reason\": \"said it\"}", why, sizeof why) == 1 &&
+            strcmp(why, "said it") == 0,
+        "a JSON pass");
+  CHECK(bench_judge_read_verdict("Sure. {\"verdict\":\"FAIL\"} done", why, sizeof why) == 0, "a JSON fail after text");
+  CHECK(bench_judge_read_verdict("{\"verdict\": \"maybe\"} PASS", why, sizeof why) == 1, "the word alone");
+  CHECK(bench_judge_read_verdict("pass or fail?", why, sizeof why) == -1, "both words: unreadable");
+  CHECK(bench_judge_read_verdict("", why, sizeof why) == -1 && bench_judge_read_verdict(NULL, NULL, 0) == -1,
+        "nothing: unreadable");
+  // [rubric][model]: 20 both fail, 5 rubric fail/model pass, 10 rubric pass/model fail, 15 both pass (n = 50):
+  // p_o = 35/50 = 0.7; rubric pass 25/50, model pass 20/50; p_e = 0.5*0.4 + 0.5*0.6 = 0.5; kappa = 0.4.
+  int table[2][2] = {{20, 5}, {10, 15}};
+  CHECK(fabs(bench_judge_kappa(table) - 0.4) < 1e-12, "kappa %.6f, expected 0.4", bench_judge_kappa(table));
+  int same[2][2] = {{3, 0}, {0, 7}}, none[2][2] = {{0, 0}, {0, 0}}, opposite[2][2] = {{0, 4}, {6, 0}};
+  CHECK(bench_judge_kappa(same) == 1.0 && isnan(bench_judge_kappa(none)), "perfect agreement 1, no attempt NaN");
+  CHECK(fabs(bench_judge_kappa(opposite) - (0.0 - 0.48) / (1 - 0.48)) < 1e-12, "always disagreeing: %.6f",
+        bench_judge_kappa(opposite));
+}
+
 int main(void) {
   FimiError err = {0};
   if (env_world_create(&g_world, &err) != 0 || load_cases() != 0) {
@@ -587,6 +610,7 @@ int main(void) {
   test_malformed();
   test_any_bytes();
   test_builder();
+  test_model_judge_numbers();
   bench_set_free(&g_set);
   env_world_free(g_world);
   TEST_MAIN_END();

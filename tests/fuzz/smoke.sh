@@ -23,6 +23,7 @@ TARGETS=(
   "fuzz_corpus_manifest:corpus_manifest.dict:tests/fuzz/seeds/corpus_manifest"
   "fuzz_user_sim:user_sim.dict:tests/fuzz/seeds/user_sim"
   "fuzz_serve_request:serve_request.dict:tests/fuzz/seeds/serve_request"
+  "fuzz_openai_response:openai_response.dict:tests/fuzz/seeds/openai_response"
 )
 names=()
 for entry in "${TARGETS[@]}"; do names+=("${entry%%:*}"); done
