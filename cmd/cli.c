@@ -141,6 +141,15 @@ static const ConfigField env_fields[] = {
     {"env", "tasks", CONFIG_STRING, "", "training tasks: a JSONL task file (fimi env sample)"},
     {"env", "val_tasks", CONFIG_STRING, "", "validation tasks (optional): scored every train.eval_every steps"},
     {"env", "catalog", CONFIG_STRING, "family", "tools in the system prompt: all, area or family (docs/environment.md)"},
+    {"env", "simulator", CONFIG_STRING, "rules",
+     "who plays the customer: rules (the deterministic simulator) or model (a served model: simulator_*)"},
+    {"env", "simulator_endpoint", CONFIG_STRING, "", "simulator = model: the chat-completions base URL (.../v1)"},
+    {"env", "simulator_model", CONFIG_STRING, "", "simulator = model: the served model's name"},
+    {"env", "simulator_api_key_file", CONFIG_STRING, "", "simulator = model: its API key (first line), else $OPENAI_API_KEY"},
+    {"env", "simulator_temperature", CONFIG_FLOAT, "0.0", "simulator = model: sampling temperature of the customer"},
+    {"env", "simulator_cache", CONFIG_STRING, "",
+     "simulator = model: keep every answer in this folder (record; a rerun answers from it)"},
+    {"env", "simulator_cache_mode", CONFIG_STRING, "record", "record, or replay (answers only from simulator_cache)"},
 };
 
 // The rollout engine (rl/rollout.h).

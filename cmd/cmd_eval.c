@@ -144,6 +144,7 @@ static int run_model(const EvalArgs *a, const EvalConfig *e, Device device, int 
   DevicePolicy policy;
   int rc = env_client_local_create(&env, tasks, err);
   int have_env = rc == 0;
+  if (have_env) env_world_set_customer_model(env_client_local_world(&env), e->customer, e->customer_temperature);
   if (rc == 0) rc = device_policy_create(&policy, device, &model, e->rollout.slots, e->rollout.context, chunk, row_invariant, err);
   if (rc == 0) rc = eval_run_policy(e, &policy.policy, &env, tok, out, err);
   if (have_env) {
@@ -217,6 +218,12 @@ static int cmd_eval_run(int argc, char **argv, int tracked) {
     fimi_fail(&err, "%s: no tasks (fimi env sample writes a task file)", a.tasks);
     return cli_fail("eval", &err);
   }
+  OpenAIClient *customer = NULL;
+  if (endpoint_customer_client(&opts.config, &customer, &e.customer_temperature, &err) != 0) {
+    task_list_free(&tasks);
+    return cli_fail("eval", &err);
+  }
+  e.customer = customer;
   EvalMlflowRun *run = start_tracking(&a, &mlflow, experiment_named);
   EvalResults results = {0};
   double start = monotonic_seconds();
@@ -233,6 +240,7 @@ static int cmd_eval_run(int argc, char **argv, int tracked) {
   if (rc == 0) rc = write_outputs(&results, a.out, &err);
   eval_results_free(&results);
   task_list_free(&tasks);
+  openai_client_free(customer);
   if (run) {
     char md[4096] = "";
     cli_sibling_path(a.out, ".md", md, sizeof md, NULL);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
+#include "core/config.h"
 #include "core/fileio.h"
 
 const char *const endpoint_usage_text =
@@ -67,4 +68,29 @@ int endpoint_client_create(const EndpointArgs *a, OpenAIClient **out, FimiError 
   int rc = openai_client_create(&c, out, err);
   free(key);
   return rc;
+}
+
+// A config string, NULL when empty.
+static const char *nonempty(const Config *c, const char *key, FimiError *err) {
+  const char *v = config_get_string(c, "env", key, err);
+  return v && *v ? v : NULL;
+}
+
+int endpoint_customer_client(const Config *config, OpenAIClient **out, double *temperature, FimiError *err) {
+  *out = NULL;
+  const char *kind = config_get_string(config, "env", "simulator", err);
+  if (!kind) return -1;
+  if (!strcmp(kind, "rules")) return 0;
+  if (strcmp(kind, "model") != 0) return fimi_fail(err, "env.simulator: \"%s\" is not rules or model", kind);
+  EndpointArgs a = {.endpoint = nonempty(config, "simulator_endpoint", err),
+                    .model = nonempty(config, "simulator_model", err),
+                    .api_key_file = nonempty(config, "simulator_api_key_file", err),
+                    .cache_dir = nonempty(config, "simulator_cache", err),
+                    .cache_mode = nonempty(config, "simulator_cache", err) ? nonempty(config, "simulator_cache_mode", err)
+                                                                          : NULL};
+  if (config_get_float(config, "env", "simulator_temperature", temperature, err) != 0) return -1;
+  if (!a.endpoint || !a.model)
+    return fimi_fail(err, "env.simulator = model needs env.simulator_endpoint and env.simulator_model");
+  if (endpoint_client_create(&a, out, err) != 0) return fimi_fail_wrap(err, "env.simulator_endpoint");
+  return 0;
 }

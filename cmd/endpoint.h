@@ -29,4 +29,10 @@ int endpoint_flag(EndpointArgs *a, const char *flag, const char *v, FimiError *e
 // is given (--endpoint-cache-mode replay: answers only from it).
 int endpoint_client_create(const EndpointArgs *a, OpenAIClient **out, FimiError *err);
 
+// env.simulator and its simulator_* keys: *out NULL for "rules", else the
+// client of the served model that plays the customer (*temperature its
+// env.simulator_temperature). Errors name the key.
+struct Config;
+int endpoint_customer_client(const struct Config *config, OpenAIClient **out, double *temperature, FimiError *err);
+
 #endif

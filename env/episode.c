@@ -16,6 +16,7 @@
 #include "env/bank/tools.h"
 #include "env/knowledge.h"
 #include "env/user_sim.h"
+#include "env/user_sim_model.h"
 
 // ---- world -----------------------------------------------------------------
 
@@ -59,10 +60,17 @@ static void gold_replay_release(GoldReplay *g) {
 
 struct EnvWorld {
   const KnowledgeBase *kb;
+  OpenAIClient *customer_model;  // NULL: the rule-based simulator
+  double customer_temperature;
   WorldImage images[ENV_WORLD_MAX_IMAGES];
   int num_images;
   GoldReplay *gold[ENV_GOLD_CACHE];  // slot key % ENV_GOLD_CACHE; a newer task replaces an older one
 };
+
+void env_world_set_customer_model(EnvWorld *world, OpenAIClient *client, double temperature) {
+  world->customer_model = client;
+  world->customer_temperature = temperature;
+}
 
 int env_world_create(EnvWorld **out, FimiError *err) {
   *out = NULL;
@@ -174,6 +182,7 @@ struct EnvEpisode {
   int *value_known_from;  // per value: first message after a tool result that held it (reward.h)
   char **confirm_values;  // resolved task->confirms ("" when none)
   UserSim sim;
+  UserSimModel *model_sim;  // the served model playing the customer, or NULL
   EnvTurn *turns;
   int num_turns, cap_turns;
   char **messages;  // agent messages (also tool-call preambles), for comm and the judge
@@ -235,6 +244,8 @@ void env_close(EnvEpisode *ep) {
   free(ep->turns);
   free_list(ep->messages, ep->num_messages);
   free(ep->obs);
+  if (ep->model_sim) user_sim_model_free(ep->model_sim);
+  free(ep->model_sim);
   free(ep);
 }
 
@@ -351,6 +362,12 @@ static int resolve_values(EnvEpisode *ep, FimiError *err) {
   return 0;
 }
 
+static int open_model_customer(EnvEpisode *ep, uint64_t seed, const char *opening, FimiError *err) {
+  if (!(ep->model_sim = fimi_calloc(1, sizeof *ep->model_sim, err))) return -1;
+  return user_sim_model_open(ep->model_sim, ep->world->customer_model, ep->task, seed, ep->world->customer_temperature,
+                             opening, (const char *const *)ep->confirm_values, err);
+}
+
 int env_open(EnvWorld *world, const Task *task, uint64_t seed, EnvEpisode **out, const char **first_message,
              FimiError *err) {
   *out = NULL;
@@ -369,6 +386,10 @@ int env_open(EnvWorld *world, const Task *task, uint64_t seed, EnvEpisode **out,
   }
   const char *opening = NULL;
   user_sim_open(&ep->sim, task, seed, &opening);
+  if (world->customer_model && open_model_customer(ep, seed, opening, err) != 0) {
+    env_close(ep);
+    return -1;
+  }
   // A task that starts logged in (the app channel) tells the agent so in
   // the first message: the session, then what the customer wrote.
   char *session = NULL;
@@ -467,8 +488,12 @@ static int step_tool_call(EnvEpisode *ep, ToolCallParse *parse, EnvObservation *
 static int step_message(EnvEpisode *ep, const char *text, size_t len, EnvObservation *obs, FimiError *err) {
   if (push_message(ep, text, len, err) != 0) return -1;
   UserSimReply reply;
-  user_sim_reply(&ep->sim, ep->messages[ep->num_messages - 1], goal_met(ep),
-                 (const char *const *)ep->confirm_values, &reply);
+  const char *message = ep->messages[ep->num_messages - 1];
+  if (ep->model_sim) {
+    if (user_sim_model_reply(ep->model_sim, message, &reply, err) != 0) return -1;
+  } else {
+    user_sim_reply(&ep->sim, message, goal_met(ep), (const char *const *)ep->confirm_values, &reply);
+  }
   if (reply.confirmed) ep->bank->confirmation_given = 1;
   if (reply.end != TASK_END_NONE) {
     ep->done = 1;
@@ -841,7 +866,10 @@ int env_score(EnvEpisode *ep, RewardBreakdown *out, FimiError *err) {
   int equal = 0;
   if (env_episode_db_equal(ep, 1, &equal, err) != 0) return -1;
   RewardInput in = reward_input(ep, equal);
-  return reward_compute(&in, out, err);
+  if (reward_compute(&in, out, err) != 0) return -1;
+  out->simulator_model = ep->model_sim != NULL;
+  out->simulator_drift = ep->model_sim ? user_sim_model_drift_total(ep->model_sim) : 0;
+  return 0;
 }
 
 int env_set_tool_syntax(EnvEpisode *ep, ToolCallSyntax syntax, FimiError *err) {

@@ -31,6 +31,12 @@ typedef struct EnvEpisode EnvEpisode;
 // pool of connections. A world is not thread-safe: use one per thread.
 int env_world_create(EnvWorld **out, FimiError *err);
 void env_world_free(EnvWorld *world);
+// env.simulator = model: every episode opened in this world from now on has
+// its customer played by the served model behind client (borrowed; the
+// opening line stays the rule-based one), sampled at temperature
+// (env/user_sim_model.h). NULL: the rule-based simulator (the default).
+struct OpenAIClient;
+void env_world_set_customer_model(EnvWorld *world, struct OpenAIClient *client, double temperature);
 // The image and pool for a seed (built when missing).
 int env_world_image(EnvWorld *world, uint64_t image_seed, const BankImage **image, BankPool **pool, FimiError *err);
 

@@ -262,6 +262,10 @@ cJSON *reward_to_json(const RewardBreakdown *r) {
   cJSON_AddBoolToObject(j, "judge_zeroed_by_db", r->db_failed_judge_zeroed);
   cJSON_AddStringToObject(j, "end", task_end_name(r->end));
   cJSON_AddNumberToObject(j, "turns", r->turns);
+  if (r->simulator_model) {  // only then: files of rule-based runs keep their bytes
+    cJSON_AddStringToObject(j, "simulator", "model");
+    cJSON_AddNumberToObject(j, "simulator_drift", r->simulator_drift);
+  }
   return j;
 }
 
@@ -296,5 +300,10 @@ int reward_from_json(const cJSON *json, RewardBreakdown *out, const char *what, 
   int e = task_end_from_name(end);
   if (e < 0) return fimi_fail(err, "%s.end: unknown end \"%s\"", what, end);
   out->end = (TaskEnd)e;
+  const cJSON *sim = cJSON_GetObjectItemCaseSensitive(json, "simulator");
+  if (sim && !(cJSON_IsString(sim) && !strcmp(sim->valuestring, "model")))
+    return fimi_fail(err, "%s.simulator: only \"model\" is written (absent: the rule-based simulator)", what);
+  out->simulator_model = sim != NULL;
+  if (sim && json_get_int(json, "simulator_drift", 1, &out->simulator_drift, what, err) != 0) return -1;
   return 0;
 }

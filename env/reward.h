@@ -33,6 +33,8 @@ typedef struct RewardBreakdown {
   int db_failed_judge_zeroed;      // 1 when the judge was zeroed by a failed db check
   TaskEnd end;                     // how the episode ended
   int turns;                       // agent turns used
+  int simulator_model;             // 1 when a served model played the customer (env/user_sim_model.h)
+  int simulator_drift;             // its replies that broke the task's pinning (0 for the rule-based one)
 } RewardBreakdown;
 
 // What the reward reads from an episode (filled by env_score).

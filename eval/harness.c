@@ -215,6 +215,7 @@ int eval_run_agent(const EvalConfig *c, EnvAgentKind kind, const TaskList *tasks
   if (eval_config_validate(c, err) != 0) return -1;
   EnvWorld *world = NULL;
   if (env_world_create(&world, err) != 0) return -1;
+  env_world_set_customer_model(world, c->customer, c->customer_temperature);
   int total = tasks->count * c->trials, rc = 0, first_episode = out->count;
   Progress p;
   if (c->progress) progress_start(&p, "eval", total, stderr);

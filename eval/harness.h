@@ -33,6 +33,12 @@ typedef struct EvalConfig {
   RolloutConfig rollout;  // eval.temperature/top_p into sampler, [rollout] and [grpo] budgets
   int progress;           // print a progress line with ETA on stderr
   int chunk;              // model episodes per rollout call (and progress line); results do not depend on it
+  // env.simulator = model: the served model playing the customer (borrowed;
+  // NULL: the rule-based simulator) and its temperature. eval_run_agent and
+  // eval_run_served set it on their worlds; a model's EnvClient is the
+  // caller's to set (env_world_set_customer_model).
+  struct OpenAIClient *customer;
+  double customer_temperature;
 } EvalConfig;
 
 // 1 trial, seed 1, success 1.0, rollout_config_default with greedy

@@ -256,6 +256,7 @@ static void *served_thread(void *arg) {
   EnvWorld *world = NULL;
   FimiError err = {0};
   int rc = env_world_create(&world, &err);
+  if (rc == 0) env_world_set_customer_model(world, run->c->customer, run->c->customer_temperature);
   for (;;) {
     pthread_mutex_lock(&run->lock);
     int g = rc == 0 && !run->stop && run->next < run->total ? run->next++ : -1;

@@ -176,6 +176,8 @@ typedef struct DialogMeans {
   double turns, tool_calls, tool_errors, malformed, generated, tokens;
   int ends[32];
   int failed;
+  int model_customer;  // episodes whose customer a served model played
+  int drift, drifted;  // their drift replies, and the episodes with any
 } DialogMeans;
 
 static void dialog_means(const EvalResults *r, DialogMeans *d) {
@@ -185,6 +187,9 @@ static void dialog_means(const EvalResults *r, DialogMeans *d) {
     d->turns += e->turns, d->tool_calls += e->tool_calls, d->tool_errors += e->tool_errors;
     d->malformed += e->malformed, d->generated += (double)e->generated, d->tokens += (double)e->tokens;
     d->failed += e->failed;
+    d->model_customer += e->reward.simulator_model;
+    d->drift += e->reward.simulator_drift;
+    d->drifted += e->reward.simulator_drift > 0;
   }
   double n = r->count > 0 ? r->count : 1;
   d->turns /= n, d->tool_calls /= n, d->tool_errors /= n, d->malformed /= n, d->generated /= n, d->tokens /= n;
@@ -221,6 +226,12 @@ static cJSON *dialog_json(const EvalResults *r) {
   cJSON_AddNumberToObject(o, "flops_decode", 2.0 * p * d.generated);
   cJSON_AddNumberToObject(o, "flops_total", 2.0 * p * d.tokens);
   cJSON_AddItemToObject(o, "ends", ends_json(r));
+  if (d.model_customer) {  // env.simulator = model
+    cJSON *sim = cJSON_AddObjectToObject(o, "simulator");
+    cJSON_AddNumberToObject(sim, "model_episodes", d.model_customer);
+    cJSON_AddNumberToObject(sim, "drift_replies", d.drift);
+    cJSON_AddNumberToObject(sim, "drifted_episodes", d.drifted);
+  }
   return o;
 }
 
@@ -326,6 +337,10 @@ static void md_dialog(FILE *out, const EvalResults *r) {
           d.tool_calls, d.tool_errors, d.generated, d.tokens);
   if (p > 0) fprintf(out, "; compute %.3g FLOPs decode, %.3g FLOPs total", 2 * p * d.generated, 2 * p * d.tokens);
   fprintf(out, ".\n");
+  if (d.model_customer)
+    fprintf(out, "\nThe customer was played by a served model in %d episodes: %d replies broke the task's pinning "
+                 "(simulator drift), in %d episodes.\n",
+            d.model_customer, d.drift, d.drifted);
 }
 
 int eval_summary_markdown(const EvalResults *r, FILE *out, FimiError *err) {

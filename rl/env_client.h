@@ -69,6 +69,9 @@ typedef struct EnvClient {
 // Episodes run here, on one EnvWorld (single thread). tasks must outlive
 // the client; do not copy an EnvClient after creating it.
 int env_client_local_create(EnvClient *client, const TaskList *tasks, FimiError *err);
+// The in-process client's world (for env_world_set_customer_model).
+struct EnvWorld;
+struct EnvWorld *env_client_local_world(EnvClient *client);
 void env_client_free(EnvClient *client);
 
 #endif

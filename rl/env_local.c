@@ -163,6 +163,8 @@ int env_client_local_create(EnvClient *client, const TaskList *tasks, FimiError 
   return 0;
 }
 
+EnvWorld *env_client_local_world(EnvClient *client) { return ((LocalClient *)client->ctx)->world; }
+
 void env_client_free(EnvClient *client) {
   if (client->free) client->free(client->ctx);
   memset(client, 0, sizeof *client);
