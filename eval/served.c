@@ -30,6 +30,8 @@ typedef struct ServedEpisode {
   EvalEpisode *e;
   int malformed_in_row;
   int calls_made;     // ids of calls fimi had to make up
+  char *unsent;       // the turn that ended the episode on a budget (never sent to the environment)
+  int unsent_call;    // it parsed as a tool call
 } ServedEpisode;
 
 // The task's catalog as OpenAI function tools.
@@ -168,16 +170,33 @@ static int step(ServedEpisode *s, int turn, FimiError *err) {
   e->generated += a.completion_tokens;
   e->tokens += a.prompt_tokens - a.cached_tokens + a.completion_tokens;  // what the server computed
   char *text = agent_turn(&a, err);
+  if (!text) {
+    openai_chat_free(&a);
+    return -1;
+  }
+  // As the rollout engine counts them: cut at the turn budget, or a call
+  // that does not parse (here also an answer the client could not use).
+  ToolCallParse parse;
+  ToolCallKind kind = toolcall_parse(text, strlen(text), &parse);
+  toolcall_parse_free(&parse);
+  int malformed = a.malformed || kind == TOOLCALL_ERROR || strcmp(a.finish_reason, "length") == 0;
+  e->malformed += malformed;
+  s->malformed_in_row = malformed ? s->malformed_in_row + 1 : 0;
+  // The engine's budgets end the episode before the environment sees the turn.
+  const char *end = e->generated >= r->max_episode_tokens ? rollout_end_name(ROLLOUT_END_TOKEN_BUDGET)
+                    : s->malformed_in_row >= r->max_malformed ? rollout_end_name(ROLLOUT_END_MALFORMED)
+                                                              : NULL;
+  if (end) {
+    s->unsent = text;
+    s->unsent_call = kind == TOOLCALL_TOOL_CALL;
+    openai_chat_free(&a);
+    snprintf(e->end, sizeof e->end, "%s", end);
+    return 1;
+  }
   EnvObservation obs = {0};
-  rc = text ? env_step(s->ep, text, strlen(text), &obs, err) : -1;
+  rc = env_step(s->ep, text, strlen(text), &obs, err);
   free(text);
   if (rc == 0) {
-    // As the rollout engine counts them: cut at the turn budget, or a call
-    // that did not parse (here also an answer the client could not use).
-    int broken = obs.kind == ENV_OBS_TOOL && !a.has_call;
-    int malformed = a.malformed || broken || strcmp(a.finish_reason, "length") == 0;
-    e->malformed += malformed;
-    s->malformed_in_row = malformed ? s->malformed_in_row + 1 : 0;
     char id[160];
     add_answer(s, &a, obs.kind == ENV_OBS_TOOL, id, sizeof id);
     if (obs.kind == ENV_OBS_TOOL) add_tool_result(s, obs.text, id);
@@ -185,12 +204,21 @@ static int step(ServedEpisode *s, int turn, FimiError *err) {
   }
   openai_chat_free(&a);
   if (rc != 0) return -1;
-  const char *end = obs.done ? eval_agent_end_name(obs.end)
-                    : s->malformed_in_row >= r->max_malformed ? rollout_end_name(ROLLOUT_END_MALFORMED)
-                    : e->generated >= r->max_episode_tokens ? rollout_end_name(ROLLOUT_END_TOKEN_BUDGET)
-                                                            : NULL;
-  if (end) snprintf(e->end, sizeof e->end, "%s", end);
-  return end != NULL;
+  if (obs.done) snprintf(e->end, sizeof e->end, "%s", eval_agent_end_name(obs.end));
+  return obs.done;
+}
+
+// The turn a budget ended the episode on, last in the trajectory (the
+// environment never saw it), as a model's episode records it.
+static int add_unsent_turn(ServedEpisode *s) {
+  if (!s->unsent) return 0;
+  cJSON *turn = cJSON_CreateObject();
+  cJSON_AddStringToObject(turn, "role", "model");
+  cJSON_AddStringToObject(turn, "text", s->unsent);
+  cJSON_AddBoolToObject(turn, "sampled", 1);
+  cJSON_AddItemToArray(s->e->trajectory, turn);
+  s->e->tool_calls += s->unsent_call;
+  return 0;
 }
 
 // The system turn first in the trajectory, as a model's episode records it.
@@ -230,9 +258,11 @@ static int play_served(const EvalConfig *c, OpenAIClient *client, EnvWorld *worl
   if (rc == 0) rc = env_score(s.ep, &e->reward, err);
   if (rc == 0) rc = eval_record_env_turns(e, s.ep, err);
   if (rc == 0) rc = add_system_turn(e, task, c->rollout.catalog, err);
+  if (rc == 0) rc = add_unsent_turn(&s);
   if (rc == 0 && e->failed) rc = eval_record_failure(e, &refusal);  // zero reward, the refusal last
   if (s.ep) env_close(s.ep);
   cJSON_Delete(s.body);
+  free(s.unsent);
   return rc;
 }
 

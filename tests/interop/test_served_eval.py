@@ -1,0 +1,612 @@
+"""`fimi eval --endpoint URL --served-model NAME`: a served model on the OpenAI chat-completions API as the agent.
+
+Most tests play against a scripted fake server (http.server in a thread on
+127.0.0.1, port picked by the kernel). It answers POST /v1/chat/completions
+with answers each test picks and records every request it gets. The tasks
+are 1 or 2 balance enquiries (`fimi env sample`), and the budgets are small
+(grpo.max_turn_tokens=32, max_episode_tokens=200, max_malformed=3). The tests
+check:
+
+- the requests: the model name, the system message (the bank's
+  instructions), the customer's opening line, the tools, max_tokens,
+  temperature and seed;
+- the conversation: a tool call comes back as an assistant message with that
+  call and a tool message with its JSON result or error; a text answer gets
+  the customer's reply as a user message; the trajectory in the result file;
+- malformed answers are counted and never crash the run, and an episode ends
+  as "malformed" after max_malformed of them in a row;
+- retries on 503 and 429; a run that fails on a 500 (no retries) or on a port
+  nobody listens on, with an error that names the endpoint;
+- refusals: context_length_exceeded ends the episode as "context", any other
+  400 as "failed" (reward 0, the error last in the trajectory), and the run
+  goes on;
+- the token columns come from the server's usage;
+- the API key from --api-key-file or $OPENAI_API_KEY;
+- the answer cache (--endpoint-cache): a replay with the server gone gives
+  the same results and sends nothing, a replay that misses fails and names
+  the folder, and a record rerun asks only for answers it does not have.
+
+Last, a tiny random checkpoint behind `fimi serve` is evaluated through the
+endpoint and directly (`fimi eval --model`). Both runs must write results
+that `fimi eval compare` reads, and both must record the same system turn.
+
+Run: FIMI_BIN=build/cmd/fimi .venv/bin/python -m pytest -q tests/interop/test_served_eval.py
+"""
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIMI_BIN = os.environ.get(
+    "FIMI_BIN", os.path.join(os.environ.get("FIMI_BUILD_DIR", os.path.join(REPO_ROOT, "build")), "cmd", "fimi")
+)
+pytestmark = pytest.mark.skipif(not os.access(FIMI_BIN, os.X_OK), reason=f"fimi binary not found at {FIMI_BIN}")
+
+BUDGET = ["--set", "grpo.max_turn_tokens=32", "--set", "grpo.max_episode_tokens=200", "--set", "grpo.max_malformed=3"]
+ASK_ID = "Could you please share your customer id?"
+WRONG_CREDENTIALS = {"customer_id": "NVC00000", "date_of_birth": "1990-01-01", "registered_mobile": "9000000000"}
+
+
+def fimi(*args):
+    return subprocess.run([FIMI_BIN, *map(str, args)], capture_output=True, text=True, timeout=120, check=True).stdout
+
+
+def clean_env(**extra):
+    """The environment without a key or a tracking server a developer may have set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "MLFLOW_TRACKING_URI")}
+    env.update(extra)
+    return env
+
+
+# ---- the fake server ----------------------------------------------------------------------------
+
+
+def answer(content=None, calls=None, finish="stop", usage=None):
+    """A 200 chat completion with one choice."""
+    message = {"role": "assistant", "content": content}
+    if calls is not None:
+        message["tool_calls"] = calls
+    body = {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    if usage is not None:
+        body["usage"] = usage
+    return 200, body
+
+
+def call(name, arguments, call_id="call_x"):
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+TEXT = answer(ASK_ID)
+
+
+class FakeServer:
+    """A scripted chat-completions server. Each request takes the next entry of the script, then the
+    default. An entry is (status, body), where body is a dict (sent as JSON) or str/bytes (sent as is),
+    or a function (index, request) -> (status, body). Every request is recorded: requests[i] is
+    {"path", "headers", "body", "answer"}."""
+
+    def __init__(self, script=(), default=TEXT):
+        self.script = list(script)
+        self.default = default
+        self.requests = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status, body = fake.respond(self.path, dict(self.headers), raw)
+                out = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else \
+                    json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def respond(self, path, headers, raw):
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        with self.lock:
+            i = len(self.requests)
+            entry = self.script.pop(0) if self.script else self.default
+            status, reply = entry(i, body) if callable(entry) else entry
+            self.requests.append({"path": path, "headers": headers, "body": body, "answer": reply})
+        return status, reply
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def fake_server(script=(), default=TEXT):
+    s = FakeServer(script, default)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- running fimi eval ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory):
+    d = tmp_path_factory.mktemp("served-tasks")
+    fimi("env", "sample", "--family", "balance_enquiry", "--n", 2, "--seed", 9, "--out", d / "T.jsonl")
+    lines = [line for line in (d / "T.jsonl").read_text().splitlines() if line.strip()]
+    assert len(lines) == 2
+    (d / "T1.jsonl").write_text(lines[0] + "\n")
+    (d / "T2.jsonl").write_text(lines[1] + "\n")
+    fimi("env", "sample", "--family", "balance_enquiry", "--n", 1, "--seed", 10, "--out", d / "other.jsonl")
+    return {"both": d / "T.jsonl", "one": d / "T1.jsonl", "second": d / "T2.jsonl", "other": d / "other.jsonl",
+            "rows": [json.loads(line) for line in lines]}
+
+
+def run_eval(url, task_file, out, *extra, model="fake", env=None, concurrency=1, check=True):
+    """`fimi eval --endpoint`: (the process, its results or None)."""
+    args = [FIMI_BIN, "eval", "--endpoint", url, "--served-model", model, "--tasks", task_file, "--out", out,
+            *(["--endpoint-concurrency", concurrency] if concurrency else []), *BUDGET, *extra]
+    p = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=120, env=env or clean_env())
+    if check:
+        assert p.returncode == 0, p.stderr
+    results = json.loads(out.read_text()) if p.returncode == 0 else None
+    return p, results
+
+
+def only_episode(results):
+    assert len(results["episodes"]) == 1
+    return results["episodes"][0]
+
+
+def field(task, name):
+    return next(f["value"] for f in task["fields"] if f["name"] == name)
+
+
+def tool_call_of(text):
+    """The call in a model turn's text, in fimi's syntax."""
+    m = re.search(r"<tool_call>(.*)</tool_call>", text, re.S)
+    assert m, text
+    return json.loads(m.group(1))
+
+
+# ---- the requests and the conversation ------------------------------------------------------------
+
+
+def test_first_request(tasks, tmp_path):
+    with fake_server() as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    assert s.requests, "no request"
+    assert all(r["path"] == "/v1/chat/completions" for r in s.requests)
+    first = s.requests[0]["body"]
+    assert first["model"] == "fake"
+    messages = first["messages"]
+    assert len(messages) == 2
+    assert messages[0]["role"] == "system" and "Navadhan" in messages[0]["content"]
+    assert messages[1]["role"] == "user" and messages[1]["content"]
+    tools = first["tools"]
+    assert isinstance(tools, list) and tools
+    for t in tools:
+        assert t["type"] == "function" and t["function"]["name"] and isinstance(t["function"]["parameters"], dict)
+    assert "verify_customer" in [t["function"]["name"] for t in tools]
+    assert first["max_tokens"] == 32
+    assert first["temperature"] == 0
+    assert isinstance(first["seed"], int) and not isinstance(first["seed"], bool)
+    # Every request of the episode is one answer, and the opening line is the trajectory's first user turn.
+    ep = only_episode(results)
+    assert ep["turns"] == len(s.requests)
+    users = [t for t in ep["trajectory"] if t["role"] == "user"]
+    assert users[0]["text"] == messages[1]["content"]
+    assert all(r["body"]["model"] == "fake" and r["body"]["messages"][:2] == messages for r in s.requests)
+
+
+def test_tool_call_round_trip(tasks, tmp_path):
+    account = field(tasks["rows"][0], "account_number")
+    script = [answer(calls=[call("verify_customer", WRONG_CREDENTIALS)]),
+              answer("Let me check.", calls=[call("get_account_balance", {"account_ids": [account]}, "call_y")])]
+    with fake_server(script) as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    assert len(s.requests) >= 3
+    # After the first answer: the assistant's call (same id, same arguments) and the tool's error.
+    after_first = s.requests[1]["body"]["messages"]
+    assert len(after_first) == 4
+    assistant, tool = after_first[-2:]
+    assert assistant["role"] == "assistant"
+    assert len(assistant["tool_calls"]) == 1
+    sent = assistant["tool_calls"][0]
+    assert sent["id"] == "call_x" and sent["type"] == "function"
+    assert sent["function"]["name"] == "verify_customer"
+    assert json.loads(sent["function"]["arguments"]) == WRONG_CREDENTIALS
+    assert tool["role"] == "tool" and tool["tool_call_id"] == "call_x"
+    error = json.loads(tool["content"])
+    assert set(error) == {"error"} and error["error"], error
+    # After the second: the text before the call is kept, the tool's result is the balance.
+    after_second = s.requests[2]["body"]["messages"]
+    assert after_second[:4] == after_first
+    assistant, tool = after_second[-2:]
+    assert assistant["content"] == "Let me check." and assistant["tool_calls"][0]["id"] == "call_y"
+    assert tool["role"] == "tool" and tool["tool_call_id"] == "call_y"
+    result = json.loads(tool["content"])
+    assert "error" not in result
+    assert [b["account_id"] for b in result["balances"]] == [account]
+
+    ep = only_episode(results)
+    traj = ep["trajectory"]
+    assert [t["role"] for t in traj[:6]] == ["system", "user", "model", "tool", "model", "tool"]
+    first_call = tool_call_of(traj[2]["text"])
+    assert first_call == {"name": "verify_customer", "arguments": WRONG_CREDENTIALS}
+    assert "error" in json.loads(traj[3]["text"])
+    assert traj[4]["text"].startswith("Let me check.")
+    assert tool_call_of(traj[4]["text"]) == {"name": "get_account_balance", "arguments": {"account_ids": [account]}}
+    assert json.loads(traj[5]["text"])["result"] == result
+    assert ep["tool_calls"] == 2 and ep["tool_errors"] == 1 and ep["malformed"] == 0
+
+
+def test_text_answer_gets_the_customers_reply(tasks, tmp_path):
+    with fake_server() as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    assert len(s.requests) >= 2
+    messages = s.requests[1]["body"]["messages"]
+    assert len(messages) == 4
+    assert messages[2] == {"role": "assistant", "content": ASK_ID}
+    assert messages[3]["role"] == "user" and messages[3]["content"]
+    ep = only_episode(results)
+    roles = [t["role"] for t in ep["trajectory"]]
+    assert roles[:4] == ["system", "user", "model", "user"]
+    assert ep["trajectory"][2]["text"] == ASK_ID
+    assert ep["trajectory"][3]["text"] == messages[3]["content"]
+    assert ep["tool_calls"] == 0 and ep["malformed"] == 0
+
+
+MALFORMED = {
+    "not_json": (200, "this is not JSON {"),
+    "no_choices": (200, {"choices": []}),
+    "empty_message": answer(),
+    "arguments_not_json": answer(calls=[call("verify_customer", "{not json")]),
+    "two_calls": answer(calls=[call("verify_customer", WRONG_CREDENTIALS, "a"),
+                               call("verify_customer", WRONG_CREDENTIALS, "b")]),
+    "cut_at_max_tokens": answer("Could you please", finish="length"),
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+def test_a_malformed_answer_is_counted(tasks, tmp_path, kind):
+    with fake_server([MALFORMED[kind]]) as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    ep = only_episode(results)
+    assert ep["malformed"] == 1, (kind, ep)
+    assert ep["end"] != "malformed" and not ep["failed"]
+    assert ep["turns"] == len(s.requests) >= 2
+    assert results["summary"]["dialog"]["malformed_turns"] == 1
+    # The next request is a conversation a server accepts: every assistant message says something or calls.
+    for m in s.requests[1]["body"]["messages"]:
+        if m["role"] == "assistant":
+            assert m.get("content") or m.get("tool_calls"), m
+            for c in m.get("tool_calls") or []:
+                assert isinstance(json.loads(c["function"]["arguments"]), dict)
+
+
+def test_malformed_in_a_row_ends_the_episode(tasks, tmp_path):
+    m = MALFORMED
+    # Two malformed, a good one (the count in a row starts again), then three: the end.
+    script = [m["not_json"], m["no_choices"], TEXT, m["empty_message"], m["arguments_not_json"], m["two_calls"]]
+    with fake_server(script) as s:
+        p, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    assert p.returncode == 0
+    assert len(s.requests) == 6
+    ep = only_episode(results)
+    assert ep["end"] == "malformed" and not ep["failed"]
+    assert ep["malformed"] == 5 and ep["turns"] == 6
+    assert results["summary"]["dialog"]["ends"] == {"malformed": 1}
+
+
+# ---- transport, retries and refusals -----------------------------------------------------------------
+
+
+def test_retries_on_503_and_429(tasks, tmp_path):
+    script = [(503, "busy"), (429, {"error": {"message": "slow down", "type": "rate_limit_error"}}), TEXT]
+    with fake_server(script) as s:
+        start = time.monotonic()
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json", "--endpoint-retries", 4)
+        took = time.monotonic() - start
+    # The first turn took three requests, the same body each time.
+    assert len(s.requests) >= 3
+    assert s.requests[0]["body"] == s.requests[1]["body"] == s.requests[2]["body"]
+    assert len(s.requests) > 3 and len(s.requests[3]["body"]["messages"]) == 4
+    ep = only_episode(results)
+    assert ep["turns"] == len(s.requests) - 2
+    assert not ep["failed"] and ep["trajectory"][2]["text"] == ASK_ID
+    assert took >= 1.4, took  # waited 0.5 s, then 1 s
+
+
+def test_a_server_error_without_retries_fails_the_run(tasks, tmp_path):
+    with fake_server(default=(500, "internal trouble")) as s:
+        p, _ = run_eval(s.url, tasks["one"], tmp_path / "R.json", "--endpoint-retries", 0, check=False)
+    assert p.returncode != 0
+    assert len(s.requests) == 1
+    assert f"{s.url}/chat/completions" in p.stderr and "500" in p.stderr, p.stderr
+
+
+def test_an_unreachable_endpoint_fails_the_run(tasks, tmp_path):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    p, _ = run_eval(url, tasks["one"], tmp_path / "R.json", "--endpoint-retries", 1, check=False)
+    assert p.returncode != 0
+    assert url in p.stderr, p.stderr
+
+
+def test_context_length_refusal_ends_the_episode(tasks, tmp_path):
+    refusal = (400, {"error": {"message": "too long", "type": "invalid_request_error", "param": "messages",
+                               "code": "context_length_exceeded"}})
+    with fake_server([TEXT, refusal]) as s:
+        _, results = run_eval(s.url, tasks["both"], tmp_path / "R.json")
+    first, second = results["episodes"]
+    assert first["end"] == "context" and first["failed"] is False
+    assert first["turns"] == 1
+    assert [t["role"] for t in first["trajectory"]] == ["system", "user", "model", "user"]
+    # The other episode went on as usual.
+    assert second["end"] not in ("context", "failed") and second["turns"] >= 1
+    assert results["summary"]["dialog"]["failed_episodes"] == 0
+
+
+def test_another_refusal_fails_the_episode(tasks, tmp_path):
+    refusal = (400, {"error": {"message": "temperature is out of range", "type": "invalid_request_error",
+                               "param": "temperature", "code": "invalid_value"}})
+    with fake_server([TEXT, refusal]) as s:
+        _, results = run_eval(s.url, tasks["both"], tmp_path / "R.json")
+    assert (tmp_path / "R.md").exists()
+    first, second = results["episodes"]
+    assert first["end"] == "failed" and first["failed"] is True
+    assert first["reward"]["total"] == 0
+    last = first["trajectory"][-1]
+    assert last["role"] == "error"
+    assert "temperature is out of range" in last["text"] and s.url in last["text"] and "400" in last["text"]
+    assert second["end"] != "failed" and second["failed"] is False and second["reward"]["total"] > 0
+    assert results["summary"]["dialog"]["failed_episodes"] == 1
+
+
+def test_usage_gives_the_token_columns(tasks, tmp_path):
+    def with_usage(i, request):
+        usage = {"prompt_tokens": 100 + 17 * i, "completion_tokens": 3 + i, "total_tokens": 103 + 18 * i}
+        if i % 2:
+            usage["prompt_tokens_details"] = {"cached_tokens": 40 + i}
+        return answer(ASK_ID, usage=usage)
+
+    with fake_server(default=with_usage) as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    usages = [r["answer"]["usage"] for r in s.requests]
+    assert len(usages) >= 3
+    generated = sum(u["completion_tokens"] for u in usages)
+    tokens = sum(u["prompt_tokens"] - u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+                 + u["completion_tokens"] for u in usages)
+    ep = only_episode(results)
+    assert ep["generated_tokens"] == generated
+    assert ep["tokens"] == tokens
+    dialog = results["summary"]["dialog"]
+    assert dialog["generated_tokens"] == generated and dialog["tokens"] == tokens
+
+
+def test_api_key(tasks, tmp_path):
+    key = secrets.token_urlsafe(24)
+    key_file = tmp_path / "key"
+    key_file.write_text(f"  {key}  \nnot the key\n")
+    key_file.chmod(0o600)
+    with fake_server() as s:
+        run_eval(s.url, tasks["one"], tmp_path / "a.json", "--api-key-file", key_file)
+        from_file = [r["headers"].get("Authorization") for r in s.requests]
+        s.requests.clear()
+        run_eval(s.url, tasks["one"], tmp_path / "b.json", env=clean_env(OPENAI_API_KEY=key))
+        from_env = [r["headers"].get("Authorization") for r in s.requests]
+        s.requests.clear()
+        # The file wins over the environment.
+        run_eval(s.url, tasks["one"], tmp_path / "c.json", "--api-key-file", key_file,
+                 env=clean_env(OPENAI_API_KEY="not-" + key))
+        both = [r["headers"].get("Authorization") for r in s.requests]
+        s.requests.clear()
+        run_eval(s.url, tasks["one"], tmp_path / "d.json")
+        neither = [r["headers"].get("Authorization") for r in s.requests]
+    for seen in (from_file, from_env, both):
+        assert seen and set(seen) == {f"Bearer {key}"}, seen
+    assert neither and set(neither) == {None}, neither
+
+
+# ---- the cache ----------------------------------------------------------------------------------------
+
+
+def by_request(i, request):
+    """Answers that depend only on the request: a call first, then questions, with usage."""
+    n = len(request["messages"])
+    usage = {"prompt_tokens": 50 * n, "completion_tokens": 5 + n % 3,
+             "prompt_tokens_details": {"cached_tokens": 10 * n}}
+    if n == 2:
+        return answer(calls=[call("verify_customer", WRONG_CREDENTIALS)], usage=usage)
+    return answer(ASK_ID, usage=usage)
+
+
+def without_timing(results):
+    r = json.loads(json.dumps(results))
+    del r["seconds"]
+    del r["summary"]["episodes_per_second"]
+    return r
+
+
+def cache_files(cache):
+    return sorted(p for p in cache.rglob("*.json"))
+
+
+def test_cache_replay_is_offline_and_equal(tasks, tmp_path):
+    cache = tmp_path / "cache"
+    with fake_server(default=by_request) as s:
+        url = s.url
+        _, recorded = run_eval(url, tasks["both"], tmp_path / "A.json", "--endpoint-cache", cache, concurrency=None)
+        sent = len(s.requests)
+    assert sent >= 4
+    assert len(cache_files(cache)) == sent
+    assert "seconds" in recorded and "episodes_per_second" in recorded["summary"]
+    # The server is gone: the same command in replay mode answers from the cache.
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
+    _, replayed = run_eval(url, tasks["both"], tmp_path / "A.json", "--endpoint-cache", cache,
+                           "--endpoint-cache-mode", "replay", concurrency=None)
+    assert without_timing(replayed) == without_timing(recorded)
+    assert len(s.requests) == sent
+    assert len(cache_files(cache)) == sent
+
+
+def test_cache_replay_miss_fails(tasks, tmp_path):
+    cache = tmp_path / "cache"
+    with fake_server(default=by_request) as s:
+        run_eval(s.url, tasks["one"], tmp_path / "A.json", "--endpoint-cache", cache)
+        sent = len(s.requests)
+        p, _ = run_eval(s.url, tasks["other"], tmp_path / "B.json", "--endpoint-cache", cache,
+                        "--endpoint-cache-mode", "replay", check=False)
+        assert len(s.requests) == sent  # replay never asks the server, even when it is up
+    assert p.returncode != 0
+    assert str(cache) in p.stderr, p.stderr
+    assert not (tmp_path / "B.json").exists()
+
+
+def test_cache_record_asks_only_for_what_it_lacks(tasks, tmp_path):
+    cache = tmp_path / "cache"
+    with fake_server(default=by_request) as s:
+        _, first = run_eval(s.url, tasks["one"], tmp_path / "A.json", "--endpoint-cache", cache)
+        sent = len(s.requests)
+        assert sent >= 2
+        # The same run again: every answer is in the cache.
+        _, again = run_eval(s.url, tasks["one"], tmp_path / "B.json", "--endpoint-cache", cache,
+                            "--endpoint-cache-mode", "record")
+        assert len(s.requests) == sent
+        assert without_timing(again) == without_timing(first)
+        # Both tasks: only the second task's episode reaches the server.
+        _, both = run_eval(s.url, tasks["both"], tmp_path / "C.json", "--endpoint-cache", cache)
+        new = s.requests[sent:]
+    second_opening = both["episodes"][1]["trajectory"][1]["text"]
+    first_opening = both["episodes"][0]["trajectory"][1]["text"]
+    assert first_opening != second_opening
+    assert new and all(r["body"]["messages"][1]["content"] == second_opening for r in new)
+    assert len(new) == both["episodes"][1]["turns"]
+    assert both["episodes"][0] == first["episodes"][0]
+    assert len(cache_files(cache)) == sent + len(new)
+
+
+# ---- against fimi serve --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny random checkpoint, made as tests/interop/test_serve_openai.py makes it."""
+    d = tmp_path_factory.mktemp("served-ckpt")
+    fimi("env", "sample", "--family", "balance_enquiry", "--n", 3, "--seed", 9, "--out", d / "bal.jsonl")
+    fimi("env", "transcripts", "--task-file", d / "bal.jsonl", "--catalog", "family", "--out", d / "bal-sft.jsonl")
+    fimi("tokenizer", "train", "--input", d / "bal-sft.jsonl", "--vocab-size", 512, "--out", d / "tok.json")
+    fimi("init", "--preset", "tiny", "--tokenizer", d / "tok.json", "--out", d / "model")
+    return d / "model"
+
+
+@contextlib.contextmanager
+def fimi_serve(model, log_path, *extra):
+    """`fimi serve` on a port the kernel picks: (base URL, served model name); stopped with SIGTERM (exit 0)."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([FIMI_BIN, "serve", "--model", str(model), "--port", "0", *map(str, extra)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=clean_env())
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                m = re.search(r'listening on (http://127\.0\.0\.1:\d+/v1) \(model "([^"]*)"', log_path.read_text())
+                if m:
+                    break
+                assert proc.poll() is None, f"fimi serve exited ({proc.returncode}): {log_path.read_text()}"
+                assert time.monotonic() < deadline, "fimi serve did not start"
+                time.sleep(0.05)
+            yield m.group(1), m.group(2)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise AssertionError(f"fimi serve ignored SIGTERM: {log_path.read_text()}")
+    assert rc == 0, log_path.read_text()
+
+
+def test_against_fimi_serve(tasks, checkpoint, tmp_path):
+    with fimi_serve(checkpoint, tmp_path / "serve.log", "--slots", 1) as (url, name):
+        assert name == "model"
+        _, served = run_eval(url, tasks["both"], tmp_path / "served.json", model=name, concurrency=None)
+    p = subprocess.run([FIMI_BIN, "eval", "--model", str(checkpoint), "--tasks", str(tasks["both"]), "--out",
+                        str(tmp_path / "direct.json"), *BUDGET], capture_output=True, text=True, timeout=120,
+                       env=clean_env())
+    assert p.returncode == 0, p.stderr
+    direct = json.loads((tmp_path / "direct.json").read_text())
+    assert [e["task_id"] for e in served["episodes"]] == [e["task_id"] for e in direct["episodes"]]
+    assert len(served["episodes"]) == 2
+    for s_ep, d_ep in zip(served["episodes"], direct["episodes"]):
+        assert s_ep["env_seed"] == d_ep["env_seed"]
+        assert s_ep["turns"] >= 1 and s_ep["generated_tokens"] > 0 and s_ep["tokens"] > 0
+        assert not s_ep["failed"], s_ep["trajectory"][-1]
+        system = s_ep["trajectory"][0]
+        assert system["role"] == "system" and "Navadhan" in system["text"]
+        assert system == d_ep["trajectory"][0]
+        assert s_ep["trajectory"][1] == d_ep["trajectory"][1]  # the customer's opening line
+    compare = subprocess.run([FIMI_BIN, "eval", "compare", str(tmp_path / "direct.json"),
+                              str(tmp_path / "served.json"), "--out", str(tmp_path / "compare.json")],
+                             capture_output=True, text=True, timeout=60, env=clean_env())
+    assert compare.returncode == 0, compare.stderr
+    assert "overall" in compare.stdout
+    assert (tmp_path / "compare.json").exists()
+
+
+def test_a_budget_ends_the_episode_before_the_environment(tasks, tmp_path):
+    """The answer that reaches grpo.max_episode_tokens (or the last allowed malformed one) ends the episode
+    as the rollout engine ends it: the environment never runs it, it is the trajectory's last turn."""
+    acct = json.loads(Path(tasks["one"]).read_text().splitlines()[0])["fields"][3]["value"]
+    over = answer(calls=[call("get_account_balance", {"account_ids": [acct]})],
+                  usage={"prompt_tokens": 10, "completion_tokens": 250})
+    with fake_server([over]) as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    ep = only_episode(results)
+    roles = [t["role"] for t in ep["trajectory"]]
+    assert ep["end"] == "token_budget" and roles == ["system", "user", "model"], (ep["end"], roles)
+    assert ep["tool_calls"] == 1 and ep["reward"]["seq"] == 0  # counted as a call, never run
+    m = MALFORMED
+    with fake_server([m["not_json"], m["no_choices"], m["empty_message"]]) as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "M.json")
+    ep = only_episode(results)
+    assert ep["end"] == "malformed" and [t["role"] for t in ep["trajectory"]][-1] == "model"
+    assert sum(t["role"] == "model" for t in ep["trajectory"]) == 3 and len(s.requests) == 3
