@@ -26,9 +26,16 @@ check:
   the same results and sends nothing, a replay that misses fails and names
   the folder, and a record rerun asks only for answers it does not have.
 
-Last, a tiny random checkpoint behind `fimi serve` is evaluated through the
+A tiny random checkpoint behind `fimi serve` is evaluated through the
 endpoint and directly (`fimi eval --model`). Both runs must write results
 that `fimi eval compare` reads, and both must record the same system turn.
+
+The same scripted server also plays the other two roles: the customer
+(env.simulator = model; the oracle scores 1.0 against a customer that
+answers what it is asked, and a customer that gives everything at once is
+counted as drift) and the bench's judge (--judge model: its agreement with
+the rubric judge for a judge that always passes, always fails, or gives no
+verdict).
 
 Run: FIMI_BIN=build/cmd/fimi .venv/bin/python -m pytest -q tests/interop/test_served_eval.py
 """
@@ -610,3 +617,81 @@ def test_a_budget_ends_the_episode_before_the_environment(tasks, tmp_path):
     ep = only_episode(results)
     assert ep["end"] == "malformed" and [t["role"] for t in ep["trajectory"]][-1] == "model"
     assert sum(t["role"] == "model" for t in ep["trajectory"]) == 3 and len(s.requests) == 3
+
+
+# ---- a served model as the customer and as the judge ------------------------------------------------
+
+
+def customer_answers(task, drift=False):
+    """A scripted customer for `task`: the value of the field the agent's last message names (as the
+    rule-based simulator reads it, by the field's words), Yes to a confirmation, and ###STOP### once
+    the agent sums up. drift: the first reply gives every field at once (a reveal nobody asked for)."""
+    fields = task["fields"]
+
+    def respond(i, body):
+        asked = body["messages"][-1]["content"].lower()
+        if drift and i == 0:
+            return answer(" ".join(f["value"] for f in fields))
+        if "confirm" in asked:
+            return answer("Yes, please go ahead.")
+        for f in fields:
+            if f["name"].replace("_", " ") in asked or f["name"] in asked:
+                return answer(f"My {f['name'].replace('_', ' ')} is {f['value']}.")
+        return answer("Thank you, that is all. ###STOP###")
+    return respond
+
+
+def test_a_model_plays_the_customer(tasks, tmp_path):
+    task = tasks["rows"][0]
+    customer = ["--set", "env.simulator=model", "--set", "env.simulator_model=customer"]
+    with fake_server(default=(200, {})) as s:
+        s.default = customer_answers(task)  # every request: the scripted customer
+        p = subprocess.run([FIMI_BIN, "eval", "--agent", "oracle", "--tasks", tasks["one"], "--out",
+                            tmp_path / "O.json", "--set", f"env.simulator_endpoint={s.url}", *customer],
+                           capture_output=True, text=True, timeout=120, env=clean_env())
+    assert p.returncode == 0, p.stderr
+    ep = only_episode(json.loads((tmp_path / "O.json").read_text()))
+    first = s.requests[0]["body"]
+    assert first["model"] == "customer" and first["messages"][0]["role"] == "system"
+    assert task["fields"][0]["value"] in first["messages"][0]["content"]  # what the customer knows
+    assert first["messages"][1]["role"] == "assistant"  # the customer's opening line
+    assert ep["reward"]["simulator"] == "model" and ep["reward"]["simulator_drift"] == 0
+    assert ep["end"] == "stop" and ep["reward"]["total"] == 1.0, (ep["end"], ep["reward"])
+    assert "simulator drift" in p.stdout
+    # A customer that gives everything at once drifts; the episode is still scored.
+    with fake_server(default=(200, {})) as s:
+        s.default = customer_answers(task, drift=True)
+        p = subprocess.run([FIMI_BIN, "eval", "--agent", "oracle", "--tasks", tasks["one"], "--out",
+                            tmp_path / "D.json", "--set", f"env.simulator_endpoint={s.url}", *customer],
+                           capture_output=True, text=True, timeout=120, env=clean_env())
+    results = json.loads((tmp_path / "D.json").read_text())
+    assert only_episode(results)["reward"]["simulator_drift"] >= len(task["fields"]) - 1
+    assert results["summary"]["dialog"]["simulator"]["drifted_episodes"] == 1
+
+
+def test_a_model_judges_the_bench(tasks, tmp_path):
+    fimi("eval", "bench", "build", "--tasks", tasks["one"], "--out", tmp_path / "cases.jsonl", "--adversarial", 0)
+    verdicts = {"pass": answer('{"verdict": "pass", "reason": "stated"}'),
+                "fail": answer('Here: {"verdict": "fail", "reason": "never said"}'),
+                "mute": answer("I cannot tell.")}
+    runs = {}
+    for name, verdict in verdicts.items():
+        (tmp_path / name).mkdir()
+        with fake_server(default=verdict) as s:
+            p = subprocess.run([FIMI_BIN, "eval", "bench", "--agent", "oracle", "--cases", tmp_path / "cases.jsonl",
+                                "--attempts", "2", "--out", tmp_path / name / "bench.json", "--judge", "model",
+                                "--judge-endpoint", s.url, "--judge-model", "judge"],
+                               capture_output=True, text=True, timeout=120, env=clean_env())
+        assert p.returncode == 0, p.stderr
+        runs[name] = (json.loads((tmp_path / name / "bench.json").read_text()), len(s.requests))
+    passed, asked = runs["pass"]
+    agreement = passed["judge_agreement"]
+    # The oracle passes the rubric judge; a judge that always passes agrees on both attempts.
+    assert agreement["attempts"] == 2 and agreement["both_pass"] == 2 and agreement["observed_agreement"] == 1
+    assert agreement["assertions"] == asked > 0 and passed["judge"] == "model"
+    failed, _ = runs["fail"]
+    assert failed["judge_agreement"]["rubric_only"] == 2 and failed["judge_agreement"]["observed_agreement"] == 0
+    assert failed["summary"]["overall"]["mean"] == 0
+    mute, _ = runs["mute"]
+    # No verdict: the first assertion of each attempt fails the gate, and is counted as unreadable.
+    assert mute["judge_agreement"]["unreadable"] == mute["judge_agreement"]["assertions"] == 2
