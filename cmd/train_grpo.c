@@ -8,13 +8,16 @@
 #include <string.h>
 
 #include "cmd/cli.h"
+#include "cmd/endpoint.h"
 #include "core/fileio.h"
 #include "core/log.h"
+#include "env/episode.h"
 #include "model/weights.h"
 #include "rl/env_mpi.h"
 
 int grpo_setup_read(const Config *c, uint64_t seed, GrpoSetup *out, FimiError *err) {
   memset(out, 0, sizeof *out);
+  out->config = c;
   GrpoConfig *g = &out->grpo;
   grpo_config_default(g);
   g->seed = seed;
@@ -110,13 +113,18 @@ int grpo_run_init(GrpoRun *run, const GrpoSetup *setup, GemmaModel *model, const
   if (tokenizer_vocab_size(run->tok) > model->config.vocab_size)
     return fimi_fail(err, "%s has %d tokens but the model only %d", tokenizer_path, tokenizer_vocab_size(run->tok),
                      model->config.vocab_size);
+  double temperature = 0;
+  if (endpoint_customer_client(setup->config, &run->customer, &temperature, err) != 0) return -1;
   int rc = uses_env_ranks(roles) ? env_client_mpi_create(&run->env, &run->tasks, roles, world, err)
                                  : env_client_local_create(&run->env, &run->tasks, err);
   if (rc != 0) return -1;
   run->have_env = 1;
+  // The customer of in-process episodes (env ranks set their own).
+  if (!uses_env_ranks(roles)) env_world_set_customer_model(env_client_local_world(&run->env), run->customer, temperature);
   if (run->have_val) {
     if (env_client_local_create(&run->val_env, &run->val, err) != 0) return -1;
     run->have_val_env = 1;
+    env_world_set_customer_model(env_client_local_world(&run->val_env), run->customer, temperature);
   }
   if (setup->grpo.loss.kl_coef > 0) {
     if (gemma_load_pretrained(&run->reference, init_dir, err) != 0) return fimi_fail_wrap(err, "grpo reference model");
@@ -135,6 +143,7 @@ void grpo_run_free(GrpoRun *run) {
   if (run->have_env) env_client_free(&run->env);
   if (run->have_val_env) env_client_free(&run->val_env);
   if (run->have_reference) gemma_model_free(&run->reference);
+  openai_client_free(run->customer);
   tokenizer_free(run->tok);
   task_list_free(&run->tasks);
   if (run->have_val) task_list_free(&run->val);
@@ -154,7 +163,11 @@ int grpo_serve_env(const GrpoSetup *setup, const DistRoles *roles, Communicator 
   TaskList tasks;
   if (task_list_load(setup->tasks_path, &tasks, err) != 0) return fimi_fail_wrap(err, "env.tasks");
   EnvServeStats st = {0};
-  int rc = env_rank_serve(&tasks, roles, world, &st, err);
+  OpenAIClient *customer = NULL;
+  double temperature = 0;
+  int rc = endpoint_customer_client(setup->config, &customer, &temperature, err);
+  if (rc == 0) rc = env_rank_serve(&tasks, roles, world, customer, temperature, &st, err);
+  openai_client_free(customer);
   if (rc == 0)
     log_info("env rank %d: %lld episodes, %lld requests, %lld failed, %.2f s in the environment", roles->role_index,
              (long long)st.episodes, (long long)st.requests, (long long)st.failed, st.env_seconds);

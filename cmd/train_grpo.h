@@ -17,6 +17,7 @@ typedef struct GrpoSetup {
   const char *tasks_path, *val_path;  // env.tasks, env.val_tasks
   int row_invariant;                  // rollout.row_invariant
   int prefill_chunk;                  // rollout.prefill_chunk
+  const Config *config;               // borrowed: env.simulator and its keys, read when the env starts
 } GrpoSetup;
 
 // Reads and validates the sections (seed: train.seed). Errors name the key.
@@ -35,6 +36,7 @@ typedef struct GrpoRun {
   int have_env, have_val_env;
   GemmaModel reference;
   int have_reference;
+  struct OpenAIClient *customer;  // env.simulator = model (NULL: rules)
   GrpoObjective objective;
   GrpoModelOps ops;
   GrpoCpuAccess cpu;

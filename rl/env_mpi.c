@@ -596,14 +596,15 @@ static int serve_message(Server *s, Communicator *world, int source, const unsig
   return send_reply(world, source, b, err);
 }
 
-int env_rank_serve(const TaskList *tasks, const DistRoles *roles, Communicator *world, EnvServeStats *stats,
-                   FimiError *err) {
+int env_rank_serve(const TaskList *tasks, const DistRoles *roles, Communicator *world, struct OpenAIClient *customer,
+                   double temperature, EnvServeStats *stats, FimiError *err) {
   if (stats) memset(stats, 0, sizeof *stats);
   if (roles->role != ROLE_ENV) return fimi_fail(err, "env rank: world rank %d is not an env rank", roles->world_rank);
   Server s;
   memset(&s, 0, sizeof s);
   s.tasks = tasks;
   if (env_world_create(&s.world, err) != 0) return -1;
+  env_world_set_customer_model(s.world, customer, temperature);
   int *said_bye = calloc((size_t)(roles->num_partners > 0 ? roles->num_partners : 1), sizeof *said_bye);
   if (!said_bye) {
     env_world_free(s.world);

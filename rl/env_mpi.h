@@ -33,8 +33,11 @@ typedef struct EnvServeStats {
 } EnvServeStats;
 
 // Env rank side: serves the partner train ranks until each has closed its
-// client. Fails only on transport errors. stats may be NULL.
-int env_rank_serve(const TaskList *tasks, const DistRoles *roles, Communicator *world, EnvServeStats *stats,
-                   FimiError *err);
+// client. Fails only on transport errors. customer (NULL: the rule-based
+// simulator) plays the customer of every episode at temperature
+// (env_world_set_customer_model). stats may be NULL.
+struct OpenAIClient;
+int env_rank_serve(const TaskList *tasks, const DistRoles *roles, Communicator *world, struct OpenAIClient *customer,
+                   double temperature, EnvServeStats *stats, FimiError *err);
 
 #endif

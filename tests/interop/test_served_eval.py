@@ -44,6 +44,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -695,3 +696,41 @@ def test_a_model_judges_the_bench(tasks, tmp_path):
     mute, _ = runs["mute"]
     # No verdict: the first assertion of each attempt fails the gate, and is counted as unreadable.
     assert mute["judge_agreement"]["unreadable"] == mute["judge_agreement"]["assertions"] == 2
+
+
+def grpo_step(tmp_path, url, *launch, extra=()):
+    """One tiny GRPO step (a random model, 2 tasks x 2 rollouts) whose customer the scripted server plays."""
+    d = tmp_path / "grpo"
+    d.mkdir()
+    fimi("env", "sample", "--family", "balance_enquiry", "--n", 2, "--seed", 1, "--out", d / "train.jsonl")
+    fimi("env", "transcripts", "--task-file", d / "train.jsonl", "--catalog", "family", "--out", d / "sft.jsonl")
+    fimi("tokenizer", "train", "--input", d / "sft.jsonl", "--vocab-size", 512, "--out", d / "tok.json")
+    fimi("init", "--preset", "tiny", "--tokenizer", d / "tok.json", "--out", d / "init")
+    args = [*launch, FIMI_BIN, "train", "--config", os.path.join(REPO_ROOT, "configs", "tiny-cpu-grpo.ini"),
+            "--set", f"train.init={d / 'init'}", "--set", f"env.tasks={d / 'train.jsonl'}", "--set", "env.val_tasks=",
+            "--set", f"train.out_dir={d / 'run'}", "--set", "train.steps=1", "--set", "train.progress=false",
+            "--set", "grpo.tasks_per_step=2", "--set", "grpo.group_size=2", "--set", "train.micro_batch=4",
+            "--set", "train.grad_accum=1", "--set", "grpo.max_turn_tokens=8", "--set", "grpo.max_episode_tokens=24",
+            "--set", "train.save_every=0", "--set", "train.eval_every=0", "--set", "env.simulator=model",
+            "--set", f"env.simulator_endpoint={url}", "--set", "env.simulator_model=customer", *extra]
+    env = clean_env(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_grpo_with_a_model_customer(tmp_path):
+    """GRPO's episodes, in process, ask the served customer for every customer turn."""
+    with fake_server(default=answer("My customer id is NVC10001.")) as s:
+        p = grpo_step(tmp_path, s.url)
+    assert p.returncode == 0, p.stderr
+    assert len(s.requests) > 0 and all(r["body"]["model"] == "customer" for r in s.requests)
+    assert s.requests[0]["body"]["messages"][0]["role"] == "system"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun")
+def test_grpo_env_rank_with_a_model_customer(tmp_path):
+    """The same with the episodes on an env rank (mpirun -np 2, dist.env_ranks = 1)."""
+    with fake_server(default=answer("My customer id is NVC10001.")) as s:
+        p = grpo_step(tmp_path, s.url, "mpirun", "--oversubscribe", "-np", "2", "-x", "OMP_NUM_THREADS=1",
+                      extra=("--set", "dist.env_ranks=1"))
+    assert p.returncode == 0, p.stderr
+    assert len(s.requests) > 0

@@ -395,7 +395,7 @@ int main(int argc, char **argv) {
     sum[3 * world.world] += secs;
   } else {
     EnvServeStats stats;
-    CHECK(env_rank_serve(&tasks, &roles, &world, &stats, &err) == 0, "env_rank_serve: %s", err.message);
+    CHECK(env_rank_serve(&tasks, &roles, &world, NULL, 0, &stats, &err) == 0, "env_rank_serve: %s", err.message);
     CHECK(stats.requests > 0 && stats.episodes > 0 && stats.failed > 0,
           "env rank %d: %lld requests, %lld episodes, %lld failed", world.rank, (long long)stats.requests,
           (long long)stats.episodes, (long long)stats.failed);
