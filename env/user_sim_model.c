@@ -49,13 +49,6 @@ static int instructions(const Task *t, const char *const *confirm_values, TextBu
   return rc;
 }
 
-static void add_message(cJSON *messages, const char *role, const char *content) {
-  cJSON *m = cJSON_CreateObject();
-  cJSON_AddStringToObject(m, "role", role);
-  cJSON_AddStringToObject(m, "content", content);
-  cJSON_AddItemToArray(messages, m);
-}
-
 int user_sim_model_open(UserSimModel *s, OpenAIClient *client, const Task *task, uint64_t seed, double temperature,
                         const char *opening, const char *const *confirm_values, FimiError *err) {
   memset(s, 0, sizeof *s);
@@ -67,8 +60,8 @@ int user_sim_model_open(UserSimModel *s, OpenAIClient *client, const Task *task,
   if (instructions(task, confirm_values, &system, err) != 0) return -1;
   s->body = cJSON_CreateObject();
   s->messages = cJSON_AddArrayToObject(s->body, "messages");
-  add_message(s->messages, "system", system.data);
-  add_message(s->messages, "assistant", opening);  // the customer speaks first
+  openai_add_message(s->messages, "system", system.data);
+  openai_add_message(s->messages, "assistant", opening);  // the customer speaks first
   text_free(&system);
   cJSON_AddNumberToObject(s->body, "temperature", temperature);
   cJSON_AddNumberToObject(s->body, "max_tokens", REPLY_MAX_TOKENS);
@@ -149,7 +142,7 @@ static void read_reply(UserSimModel *s, const char *agent_message, UserSimReply 
 
 int user_sim_model_reply(UserSimModel *s, const char *agent_message, UserSimReply *out, FimiError *err) {
   memset(out, 0, sizeof *out);
-  add_message(s->messages, "user", agent_message);
+  openai_add_message(s->messages, "user", agent_message);
   cJSON_DeleteItemFromObjectCaseSensitive(s->body, "seed");
   cJSON_AddNumberToObject(s->body, "seed", (double)(rng_mix(s->seed, (uint64_t)s->turn++) >> 12));
   OpenAIChat a;
@@ -160,7 +153,7 @@ int user_sim_model_reply(UserSimModel *s, const char *agent_message, UserSimRepl
   s->drift.no_reply += !usable;
   out->end = take_marker(s->reply);
   if (!s->reply[0]) snprintf(s->reply, sizeof s->reply, "%s", "Thank you.");  // a marker alone
-  add_message(s->messages, "assistant", s->reply);
+  openai_add_message(s->messages, "assistant", s->reply);
   read_reply(s, agent_message, out);
   out->text = s->reply;
   return 0;

@@ -64,13 +64,8 @@ static int ask(BenchModelJudge *m, const char *conversation, const char *require
   TextBuf user = {0};
   if (text_printf(&user, err, "Conversation:\n%s\nRequirement: %s", conversation, requirement) != 0) return -1;
   cJSON *body = cJSON_CreateObject(), *messages = cJSON_AddArrayToObject(body, "messages");
-  cJSON *sys = cJSON_CreateObject(), *usr = cJSON_CreateObject();
-  cJSON_AddStringToObject(sys, "role", "system");
-  cJSON_AddStringToObject(sys, "content", JUDGE_SYSTEM);
-  cJSON_AddStringToObject(usr, "role", "user");
-  cJSON_AddStringToObject(usr, "content", user.data);
-  cJSON_AddItemToArray(messages, sys);
-  cJSON_AddItemToArray(messages, usr);
+  openai_add_message(messages, "system", JUDGE_SYSTEM);
+  openai_add_message(messages, "user", user.data);
   cJSON_AddNumberToObject(body, "temperature", 0);
   cJSON_AddNumberToObject(body, "max_tokens", JUDGE_MAX_TOKENS);
   text_free(&user);

@@ -49,21 +49,14 @@ static cJSON *openai_tools(const Task *task, EnvCatalogMode mode, FimiError *err
   return tools;
 }
 
-static void add_message(cJSON *messages, const char *role, const char *content) {
-  cJSON *m = cJSON_CreateObject();
-  cJSON_AddStringToObject(m, "role", role);
-  cJSON_AddStringToObject(m, "content", content);
-  cJSON_AddItemToArray(messages, m);
-}
-
 static int start_request(ServedEpisode *s, const Task *task, const char *first, FimiError *err) {
   const RolloutConfig *r = &s->c->rollout;
   cJSON *tools = openai_tools(task, r->catalog, err);
   if (!tools) return -1;
   s->body = cJSON_CreateObject();
   s->messages = cJSON_AddArrayToObject(s->body, "messages");
-  add_message(s->messages, "system", env_agent_instructions());
-  add_message(s->messages, "user", first);
+  openai_add_message(s->messages, "system", env_agent_instructions());
+  openai_add_message(s->messages, "user", first);
   cJSON_AddItemToObject(s->body, "tools", tools);
   cJSON_AddNumberToObject(s->body, "temperature", r->sampler.temperature);
   cJSON_AddNumberToObject(s->body, "top_p", r->sampler.top_p);
@@ -200,7 +193,7 @@ static int step(ServedEpisode *s, int turn, FimiError *err) {
     char id[160];
     add_answer(s, &a, obs.kind == ENV_OBS_TOOL, id, sizeof id);
     if (obs.kind == ENV_OBS_TOOL) add_tool_result(s, obs.text, id);
-    else add_message(s->messages, "user", obs.text);
+    else openai_add_message(s->messages, "user", obs.text);
   }
   openai_chat_free(&a);
   if (rc != 0) return -1;

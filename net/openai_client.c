@@ -80,6 +80,13 @@ void openai_chat_free(OpenAIChat *r) {
   memset(r, 0, sizeof *r);
 }
 
+void openai_add_message(cJSON *messages, const char *role, const char *content) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "role", role);
+  cJSON_AddStringToObject(m, "content", content);
+  cJSON_AddItemToArray(messages, m);
+}
+
 // ---- reading an answer ---------------------------------------------------------------------------
 
 static void set_malformed(OpenAIChat *r, const char *why) {

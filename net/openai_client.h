@@ -77,6 +77,9 @@ void openai_chat_free(OpenAIChat *r);
 // made (err names the endpoint).
 int openai_chat(OpenAIClient *c, const cJSON *body, OpenAIChat *out, FimiError *err);
 
+// Appends {"role": role, "content": content} to a request's messages array.
+void openai_add_message(cJSON *messages, const char *role, const char *content);
+
 // Reads a 200 answer's body (any bytes) into *out (zeroed first).
 void openai_parse_chat_response(const char *body, size_t length, OpenAIChat *out);
 
