@@ -143,4 +143,7 @@ stage_done fuzz "$FUZZ_SECONDS s per target"
 FIMI_BUILD_DIR="$PWD/$BUILD_DIR" FIMI_BIN="$PWD/$BUILD_DIR/cmd/fimi" FIMI_ASAN_BIN="$PWD/$ASAN_DIR/cmd/fimi" \
   .venv/bin/python -m pytest -q \
   --basetemp="$PWD/$BUILD_DIR/pytest-tmp" tests/interop
+# The served-model client, agent, customer and judge once more on the ASan binary.
+FIMI_BUILD_DIR="$PWD/$ASAN_DIR" FIMI_BIN="$PWD/$ASAN_DIR/cmd/fimi" .venv/bin/python -m pytest -q \
+  --basetemp="$PWD/$ASAN_DIR/pytest-tmp" tests/interop/test_served_eval.py
 stage_done pytest

@@ -167,6 +167,19 @@ static int run_served(const EvalArgs *a, const EvalConfig *e, const TaskList *ta
   return rc;
 }
 
+// With a served model in the run (the agent or the customer), a run whose
+// every episode failed measured nothing but the setting (a wrong model name,
+// a server refusing every request): it fails, with the first reason.
+static int check_served_run(const EvalResults *r, FimiError *err) {
+  for (int i = 0; i < r->count; i++)
+    if (!r->episodes[i].failed) return 0;
+  const cJSON *last = r->count ? cJSON_GetArrayItem(r->episodes[0].trajectory,
+                                                    cJSON_GetArraySize(r->episodes[0].trajectory) - 1) : NULL;
+  const cJSON *why = cJSON_GetObjectItemCaseSensitive(last, "text");
+  return fimi_fail(err, "every episode failed (results written); the first: %.400s",
+                   cJSON_IsString(why) ? why->valuestring : "no reason recorded");
+}
+
 static int write_outputs(const EvalResults *r, const char *path, FimiError *err) {
   char md[4096];
   if (eval_results_write(r, path, err) != 0 || cli_sibling_path(path, ".md", md, sizeof md, err) != 0) return -1;
@@ -238,6 +251,7 @@ static int cmd_eval_run(int argc, char **argv, int tracked) {
   }
   results.info.seconds = monotonic_seconds() - start;
   if (rc == 0) rc = write_outputs(&results, a.out, &err);
+  if (rc == 0 && (a.endpoint.endpoint || customer)) rc = check_served_run(&results, &err);
   eval_results_free(&results);
   task_list_free(&tasks);
   openai_client_free(customer);

@@ -242,6 +242,10 @@ static int post_with_retries(OpenAIClient *c, const char *body, int *status, cha
   }
 }
 
+// 401, 403, 404: the server refuses who asks or what is named (a wrong key,
+// model name or URL), not the request: no episode can go on.
+static int refuses_the_client(int status) { return status == 401 || status == 403 || status == 404; }
+
 // The answer to body, from the cache or the server.
 static int answer_of(OpenAIClient *c, const char *body, int *status, char **answer, int *from_cache, FimiError *err) {
   char path[4096], dir[4096];
@@ -253,8 +257,10 @@ static int answer_of(OpenAIClient *c, const char *body, int *status, char **answ
     return fimi_fail(err, "--endpoint-cache %s: no recorded answer for a request (%s); replay needs the run recorded "
                           "with the same settings", c->cache_dir, path);
   if (post_with_retries(c, body, status, answer, err) != 0) return -1;
-  // Answers and refusals are what the server decided; they are kept.
-  if (cached) cache_write(c, dir, path, body, *status, *answer);
+  // Answers and refusals of the request are what the server decided: kept.
+  // Refusals of the client (key, model name, path) are not, so a fixed
+  // setting is asked again.
+  if (cached && !refuses_the_client(*status)) cache_write(c, dir, path, body, *status, *answer);
   return 0;
 }
 
@@ -287,7 +293,7 @@ int openai_chat(OpenAIClient *c, const cJSON *body, OpenAIChat *out, FimiError *
   } else {
     out->status = status;
     read_refusal(answer, status, out, c->url, err);
-    rc = OPENAI_REFUSED;
+    rc = refuses_the_client(status) ? -1 : OPENAI_REFUSED;
   }
   out->from_cache = from_cache;
   free(answer);

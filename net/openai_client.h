@@ -67,14 +67,16 @@ typedef struct OpenAIChat {
 
 void openai_chat_free(OpenAIChat *r);
 
-// openai_chat's refusal: the server answered 4xx (not 429); err has its
-// message, out->status and out->error_code are set.
+// openai_chat's refusal of one request: the server answered 4xx (not 429,
+// 401, 403 or 404); err has its message, out->status and out->error_code
+// are set.
 #define OPENAI_REFUSED (-3)
 
 // Sends body (a chat-completions request without "model", which is added)
 // and reads the answer into *out: 0; OPENAI_REFUSED; -1 when no answer came
-// after the retries, a replay missed the cache, or the request could not be
-// made (err names the endpoint).
+// after the retries, the server refused the client itself (401, 403, 404: a
+// wrong key, model name or URL; never cached), a replay missed the cache,
+// or the request could not be made (err names the endpoint and status).
 int openai_chat(OpenAIClient *c, const cJSON *body, OpenAIChat *out, FimiError *err);
 
 // Appends {"role": role, "content": content} to a request's messages array.
