@@ -41,7 +41,8 @@ shared machine, docs/benchmarks.md):
   fimi serve --model DIR --port 0 --served-model-name bench --slots min(C, 32)
              --context 2048 --max-concurrent max(64, 2C)
   transformers serve DIR --host 127.0.0.1 --port P --device cpu --dtype float32
-             --continuous-batching --max-model-len 2048 --log-level warning
+             --continuous-batching --cb-num-blocks ceil(min(C, 32) x 2048 / 256)
+             --max-model-len 2048 --log-level warning
 
 Checked with transformers 5.25.0 (torch 2.15.0, fastapi 0.165.0, uvicorn
 0.55.0, openai 3.63.0): `transformers serve --help` of that version has
@@ -364,6 +365,10 @@ def hf_server(args, concurrency, env, work, hf_dir):
     cmd = [args.transformers_cli, "serve", hf_dir, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
            "--dtype", "float32", "--max-model-len", str(args.context), "--log-level", "warning",
            "--continuous-batching" if args.hf_continuous_batching else "--no-continuous-batching"]
+    if args.hf_continuous_batching:
+        # The same KV cache as fimi's (--slots min(C, 32) x --context tokens) in blocks of 256 tokens: by
+        # default transformers sizes it to most of the host's memory and zero-fills it at start.
+        cmd += ["--cb-num-blocks", str(-(-min(concurrency, 32) * args.context // 256))]
     s = HFServer("transformers", cmd, env, os.path.join(work, "transformers-c%d.log" % concurrency), hf_dir)
     s.url = "http://127.0.0.1:%d/v1" % port
     return s
