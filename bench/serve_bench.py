@@ -123,14 +123,39 @@ ROOT = os.path.dirname(HERE)
 # fimi's chat format (docs/chat-format.md) as a Jinja template; content may be a
 # string or a list of text parts.
 CHAT_TEMPLATE = (
+    # fimi's chat format (docs/chat-format.md), tools and tool turns included: the system turn gets the
+    # catalog (the header line, then one compact {"name","description","parameters"} line per tool), an
+    # assistant call renders as <tool_call>{"name":..,"arguments":..}</tool_call> after its text, a tool
+    # message (its "name" is the call's) as {"name":..,"result":..} or, for {"error": ..}, {"name":..,"error":..}.
     "{{ bos_token }}"
-    "{% for m in messages %}"
-    "{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
-    "{% if m['content'] is string %}{% set content = m['content'] %}"
-    "{% else %}{% set content = m['content'] | map(attribute='text') | join('') %}{% endif %}"
-    "{{ '<start_of_turn>' + role + '\n' + content + '<end_of_turn>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}"
+    "{%- set ns = namespace(catalog='') -%}"
+    "{%- if tools -%}"
+    "{%- set ns.catalog = 'You can call these tools. To call one, reply with only "
+    "<tool_call>{\\\"name\\\":\\\"TOOL_NAME\\\",\\\"arguments\\\":{...}}</tool_call>; the result comes back in a "
+    "tool turn. One call per turn.' -%}"
+    "{%- for t in tools -%}{%- set f = t.function if t.function is defined else t -%}"
+    "{%- set ns.catalog = ns.catalog + '\\n' + ({'name': f.name, 'description': f.description, "
+    "'parameters': f.parameters} | tojson(separators=(',', ':'))) -%}{%- endfor -%}"
+    "{%- if messages[0]['role'] != 'system' -%}{{ '<start_of_turn>system\\n' + ns.catalog + '<end_of_turn>\\n' }}"
+    "{%- endif -%}"
+    "{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- set role = 'model' if m['role'] == 'assistant' else m['role'] -%}"
+    "{%- if m['content'] is string -%}{%- set content = m['content'] -%}"
+    "{%- elif m['content'] -%}{%- set content = m['content'] | map(attribute='text') | join('') -%}"
+    "{%- else -%}{%- set content = '' -%}{%- endif -%}"
+    "{%- if m['role'] == 'system' and tools -%}{%- set content = content + '\\n' + ns.catalog -%}{%- endif -%}"
+    "{%- if m['tool_calls'] -%}{%- set c = m['tool_calls'][0]['function'] -%}"
+    "{%- set args = c['arguments'] if c['arguments'] is string else (c['arguments'] | tojson(separators=(',', ':'))) -%}"
+    "{%- set content = (content + '\\n' if content else '') + '<tool_call>{\"name\":' + ((c['name'] if c['name'] is defined else none) | tojson) + "
+    "',\"arguments\":' + args + '}</tool_call>' -%}{%- endif -%}"
+    "{%- if m['role'] == 'tool' -%}"
+    "{%- if content.startswith('{\"error\":') -%}{%- set content = '{\"name\":' + ((m['name'] if m['name'] is defined else none) | tojson) + ',' + content[1:] -%}"
+    "{%- else -%}{%- set content = '{\"name\":' + ((m['name'] if m['name'] is defined else none) | tojson) + ',\"result\":' + content + '}' -%}{%- endif -%}"
+    "{%- endif -%}"
+    "{{ '<start_of_turn>' + role + '\\n' + content + '<end_of_turn>\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}"
 )
 
 

@@ -114,7 +114,48 @@ static void add_answer(ServedEpisode *s, const OpenAIChat *a, int tool_turn, cha
   cJSON_AddItemToArray(s->messages, m);
 }
 
-// The tool message of the environment's tool turn {"name", "result"|"error"}.
+// A server without a parser for fimi's calls (transformers serve, vLLM
+// without a tool parser) returns the call as text, and one that decodes
+// without special tokens drops its <tool_call> tags as well: read as the
+// model turn it is (or, tags gone, as the bare {"name", "arguments"}
+// object), it becomes the answer's tool call, the text before it the
+// content, so the turn and the history carry it as a call.
+static int bare_call(const char *text, ToolCallParse *p) {
+  const char *start = text + strspn(text, " \t\r\n");
+  if (*start != '{') return 0;
+  TextBuf wrapped = {0};
+  if (text_printf(&wrapped, NULL, "<tool_call>%s</tool_call>", start) != 0) return 0;
+  int ok = toolcall_parse(wrapped.data, wrapped.len, p) == TOOLCALL_TOOL_CALL;
+  p->text = NULL, p->text_len = 0;  // pointed into wrapped
+  text_free(&wrapped);
+  if (!ok) toolcall_parse_free(p);
+  return ok;
+}
+
+static void read_call_in_text(OpenAIChat *a) {
+  if (a->has_call || !a->content) return;
+  ToolCallParse p;
+  int call = toolcall_parse(a->content, strlen(a->content), &p) == TOOLCALL_TOOL_CALL;
+  if (!call) toolcall_parse_free(&p);
+  if (!call && !(call = bare_call(a->content, &p))) return;
+  char *args = strlen(p.name) < sizeof a->call_name ? cJSON_PrintUnformatted(p.arguments) : NULL;
+  char *preface = p.text_len ? strndup(p.text, p.text_len) : NULL;
+  if (args) {
+    a->has_call = 1;
+    a->calls = 1;
+    snprintf(a->call_name, sizeof a->call_name, "%s", p.name);
+    a->call_arguments = args;
+    free(a->content);
+    a->content = preface;
+  } else {
+    free(preface);
+  }
+  toolcall_parse_free(&p);
+}
+
+// The tool message of the environment's tool turn {"name", "result"|"error"}
+// (with the call's name: fimi serve and templates that render fimi's tool
+// turns read it; other servers ignore it).
 static void add_tool_result(ServedEpisode *s, const char *text, const char *id) {
   cJSON *turn = cJSON_Parse(text);
   const cJSON *result = cJSON_GetObjectItemCaseSensitive(turn, "result");
@@ -128,9 +169,11 @@ static void add_tool_result(ServedEpisode *s, const char *text, const char *id) 
     content = cJSON_PrintUnformatted(e);
     cJSON_Delete(e);
   }
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(turn, "name");
   cJSON *m = cJSON_CreateObject();
   cJSON_AddStringToObject(m, "role", "tool");
   cJSON_AddStringToObject(m, "tool_call_id", id);
+  if (cJSON_IsString(name)) cJSON_AddStringToObject(m, "name", name->valuestring);
   cJSON_AddStringToObject(m, "content", content ? content : text);
   cJSON_AddItemToArray(s->messages, m);
   free(content);
@@ -159,6 +202,7 @@ static int step(ServedEpisode *s, int turn, FimiError *err) {
     return OPENAI_REFUSED;
   }
   if (rc != 0) return -1;
+  read_call_in_text(&a);
   e->turns++;
   e->generated += a.completion_tokens;
   e->tokens += a.prompt_tokens - a.cached_tokens + a.completion_tokens;  // what the server computed
