@@ -755,3 +755,20 @@ def test_a_refused_client_stops_the_run(tasks, tmp_path):
                             "--set", "env.simulator_model=wrong"], capture_output=True, text=True, timeout=120,
                            env=clean_env())
     assert p.returncode != 0 and "every episode failed" in p.stderr and (tmp_path / "C.json").exists()
+
+
+@pytest.mark.parametrize("text", ['Checking. <tool_call>{"name":"verify_customer","arguments":%s}</tool_call>',
+                                  '{"name": "verify_customer", "arguments": %s}'], ids=["tagged", "bare"])
+def test_a_call_in_the_text_is_a_call(tasks, tmp_path, text):
+    """A server without a tool parser returns the call as text, with its tags or (decoded without special
+    tokens) without: it is played as the call, and the history carries it as one."""
+    with fake_server([answer(text % json.dumps(WRONG_CREDENTIALS)), TEXT]) as s:
+        _, results = run_eval(s.url, tasks["one"], tmp_path / "R.json")
+    ep = only_episode(results)
+    assert ep["tool_calls"] >= 1 and ep["malformed"] == 0
+    model_turns = [t["text"] for t in ep["trajectory"] if t["role"] == "model"]
+    assert model_turns[0].endswith('<tool_call>{"name":"verify_customer","arguments":%s}</tool_call>'
+                                   % json.dumps(WRONG_CREDENTIALS, separators=(",", ":")))
+    history = s.requests[1]["body"]["messages"]
+    assert history[-2]["tool_calls"][0]["function"]["name"] == "verify_customer"
+    assert history[-1]["role"] == "tool" and history[-1]["name"] == "verify_customer"
