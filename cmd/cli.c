@@ -168,6 +168,9 @@ static const ConfigField eval_fields[] = {
     {"eval", "success", CONFIG_FLOAT, "1.0", "an episode succeeds when its reward (total) is >= this"},
     {"eval", "temperature", CONFIG_FLOAT, "0.0", "sampling temperature of the model's turns; 0 = greedy"},
     {"eval", "top_p", CONFIG_FLOAT, "1.0", "nucleus mass of the model's turns"},
+    {"eval", "timing", CONFIG_BOOL, "true",
+     "write the run's wall time into the result file (false: 0, so that a run replayed from a served model's "
+     "cache writes a byte-identical file)"},
 };
 
 // DPO (dpo/, docs/dpo.md): read when train.objective = dpo.

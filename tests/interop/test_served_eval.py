@@ -772,3 +772,40 @@ def test_a_call_in_the_text_is_a_call(tasks, tmp_path, text):
     history = s.requests[1]["body"]["messages"]
     assert history[-2]["tool_calls"][0]["function"]["name"] == "verify_customer"
     assert history[-1]["role"] == "tool" and history[-1]["name"] == "verify_customer"
+
+
+def test_a_replay_is_byte_identical(tasks, tmp_path):
+    """An evaluation with a served agent and a served customer, and a bench judged by a served judge, each
+    recorded into its cache and replayed with every server gone: byte-identical result files
+    (eval.timing = false keeps the wall time out of them)."""
+    task = tasks["rows"][0]
+    cases = tmp_path / "cases.jsonl"
+    fimi("eval", "bench", "build", "--tasks", tasks["one"], "--out", cases, "--adversarial", 0)
+
+    def run(mode, agent_url, customer_url, judge_url, out):
+        out.mkdir()
+        timing = ["--set", "eval.timing=false"]
+        customer = ["--set", "env.simulator=model", "--set", f"env.simulator_endpoint={customer_url}",
+                    "--set", "env.simulator_model=customer", "--set", f"env.simulator_cache={tmp_path / 'c-cache'}",
+                    "--set", f"env.simulator_cache_mode={mode}"]
+        evaluation = [FIMI_BIN, "eval", "--endpoint", agent_url, "--served-model", "agent", "--tasks", tasks["one"],
+                      "--out", out / "eval.json", "--endpoint-cache", tmp_path / "a-cache", "--endpoint-cache-mode",
+                      mode, *BUDGET, *timing, *customer]
+        bench = [FIMI_BIN, "eval", "bench", "--agent", "oracle", "--cases", cases, "--attempts", "1", "--out",
+                 out / "bench.json", "--judge", "model", "--judge-endpoint", judge_url, "--judge-model", "judge",
+                 "--judge-cache", tmp_path / "j-cache", "--judge-cache-mode", mode, *timing]
+        for args in (evaluation, bench):
+            p = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=120, env=clean_env())
+            assert p.returncode == 0, p.stderr
+
+    agent_script = [answer(calls=[call("verify_customer", WRONG_CREDENTIALS)]), TEXT, TEXT]
+    with fake_server(agent_script) as agent, fake_server(default=(200, {})) as customer, \
+            fake_server(default=answer('{"verdict": "pass", "reason": "said"}')) as judge:
+        customer.default = customer_answers(task)
+        run("record", agent.url, customer.url, judge.url, tmp_path / "run")
+        urls = (agent.url, customer.url, judge.url)
+    assert all(len(s.requests) > 0 for s in (agent, customer, judge))
+    (tmp_path / "run").rename(tmp_path / "recorded")  # the replay writes to the same paths (the files name them)
+    run("replay", *urls, tmp_path / "run")
+    for name in ("eval.json", "eval.md", "bench.json", "bench.md", "bench.episodes.json"):
+        assert (tmp_path / "recorded" / name).read_bytes() == (tmp_path / "run" / name).read_bytes(), name
