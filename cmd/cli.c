@@ -168,6 +168,13 @@ static const ConfigField eval_fields[] = {
     {"eval", "success", CONFIG_FLOAT, "1.0", "an episode succeeds when its reward (total) is >= this"},
     {"eval", "temperature", CONFIG_FLOAT, "0.0", "sampling temperature of the model's turns; 0 = greedy"},
     {"eval", "top_p", CONFIG_FLOAT, "1.0", "nucleus mass of the model's turns"},
+    {"eval", "judge", CONFIG_STRING, "rules",
+     "who decides the reward's judge check: rules (the task's rubric rules) or model (a served model: judge_*)"},
+    {"eval", "judge_endpoint", CONFIG_STRING, "", "judge = model: the chat-completions base URL (.../v1)"},
+    {"eval", "judge_model", CONFIG_STRING, "", "judge = model: the served model's name"},
+    {"eval", "judge_api_key_file", CONFIG_STRING, "", "judge = model: its API key (first line), else $OPENAI_API_KEY"},
+    {"eval", "judge_cache", CONFIG_STRING, "", "judge = model: keep every answer in this folder"},
+    {"eval", "judge_cache_mode", CONFIG_STRING, "record", "record, or replay (answers only from judge_cache)"},
     {"eval", "timing", CONFIG_BOOL, "true",
      "write the run's wall time into the result file (false: 0, so that a run replayed from a served model's "
      "cache writes a byte-identical file)"},

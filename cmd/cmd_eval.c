@@ -16,6 +16,7 @@
 #include "core/progress.h"
 #include "eval/harness.h"
 #include "eval/mlflow_eval.h"
+#include "eval/episode_judge.h"
 #include "eval/served.h"
 #include "eval/summary.h"
 #include "kernels/device.h"
@@ -167,6 +168,20 @@ static int run_served(const EvalArgs *a, const EvalConfig *e, const TaskList *ta
   return rc;
 }
 
+// eval.judge = model: the judge check of every episode decided again by a
+// served model (eval/episode_judge.h).
+static int judge_with_model(const Config *config, EvalResults *results, const TaskList *tasks, FimiError *err) {
+  const char *kind = config_get_string(config, "eval", "judge", err);
+  if (!kind) return -1;
+  if (!strcmp(kind, "rules")) return 0;
+  if (strcmp(kind, "model") != 0) return fimi_fail(err, "eval.judge: \"%s\" is not rules or model", kind);
+  BenchModelJudge judge = {0};
+  if (endpoint_config_client(config, "eval", "judge", &judge.client, err) != 0) return -1;
+  int rc = eval_judge_episodes(results, tasks, &judge, err);
+  openai_client_free(judge.client);
+  return rc;
+}
+
 // With a served model in the run (the agent or the customer), a run whose
 // every episode failed measured nothing but the setting (a wrong model name,
 // a server refusing every request): it fails, with the first reason.
@@ -249,6 +264,7 @@ static int cmd_eval_run(int argc, char **argv, int tracked) {
   } else {
     rc = run_model(&a, &e, opts.device, row_invariant, chunk, &tasks, &results, &err);
   }
+  if (rc == 0) rc = judge_with_model(&opts.config, &results, &tasks, &err);
   int timing = 1;
   if (config_get_bool(&opts.config, "eval", "timing", &timing, &err) != 0) rc = -1;
   results.info.seconds = timing ? monotonic_seconds() - start : 0;

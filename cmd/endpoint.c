@@ -71,9 +71,27 @@ int endpoint_client_create(const EndpointArgs *a, OpenAIClient **out, FimiError 
 }
 
 // A config string, NULL when empty.
-static const char *nonempty(const Config *c, const char *key, FimiError *err) {
-  const char *v = config_get_string(c, "env", key, err);
+static const char *nonempty(const Config *c, const char *section, const char *prefix, const char *key,
+                            FimiError *err) {
+  char name[96];
+  snprintf(name, sizeof name, "%s_%s", prefix, key);
+  const char *v = config_get_string(c, section, name, err);
   return v && *v ? v : NULL;
+}
+
+int endpoint_config_client(const Config *c, const char *section, const char *prefix, OpenAIClient **out,
+                           FimiError *err) {
+  *out = NULL;
+  EndpointArgs a = {.endpoint = nonempty(c, section, prefix, "endpoint", err),
+                    .model = nonempty(c, section, prefix, "model", err),
+                    .api_key_file = nonempty(c, section, prefix, "api_key_file", err),
+                    .cache_dir = nonempty(c, section, prefix, "cache", err)};
+  if (a.cache_dir) a.cache_mode = nonempty(c, section, prefix, "cache_mode", err);
+  if (!a.endpoint || !a.model)
+    return fimi_fail(err, "%s.%s = model needs %s.%s_endpoint and %s.%s_model", section, prefix, section, prefix,
+                     section, prefix);
+  if (endpoint_client_create(&a, out, err) != 0) return fimi_fail_wrap(err, "%s.%s_endpoint", section, prefix);
+  return 0;
 }
 
 int endpoint_customer_client(const Config *config, OpenAIClient **out, double *temperature, FimiError *err) {
@@ -82,15 +100,6 @@ int endpoint_customer_client(const Config *config, OpenAIClient **out, double *t
   if (!kind) return -1;
   if (!strcmp(kind, "rules")) return 0;
   if (strcmp(kind, "model") != 0) return fimi_fail(err, "env.simulator: \"%s\" is not rules or model", kind);
-  EndpointArgs a = {.endpoint = nonempty(config, "simulator_endpoint", err),
-                    .model = nonempty(config, "simulator_model", err),
-                    .api_key_file = nonempty(config, "simulator_api_key_file", err),
-                    .cache_dir = nonempty(config, "simulator_cache", err),
-                    .cache_mode = nonempty(config, "simulator_cache", err) ? nonempty(config, "simulator_cache_mode", err)
-                                                                          : NULL};
   if (config_get_float(config, "env", "simulator_temperature", temperature, err) != 0) return -1;
-  if (!a.endpoint || !a.model)
-    return fimi_fail(err, "env.simulator = model needs env.simulator_endpoint and env.simulator_model");
-  if (endpoint_client_create(&a, out, err) != 0) return fimi_fail_wrap(err, "env.simulator_endpoint");
-  return 0;
+  return endpoint_config_client(config, "env", "simulator", out, err);
 }

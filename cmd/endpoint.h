@@ -29,10 +29,14 @@ int endpoint_flag(EndpointArgs *a, const char *flag, const char *v, FimiError *e
 // is given (--endpoint-cache-mode replay: answers only from it).
 int endpoint_client_create(const EndpointArgs *a, OpenAIClient **out, FimiError *err);
 
+struct Config;
+// The client a config names with SECTION.PREFIX_endpoint, _model,
+// _api_key_file, _cache, _cache_mode (e.g. env.simulator_*, eval.judge_*).
+int endpoint_config_client(const struct Config *config, const char *section, const char *prefix, OpenAIClient **out,
+                           FimiError *err);
 // env.simulator and its simulator_* keys: *out NULL for "rules", else the
 // client of the served model that plays the customer (*temperature its
 // env.simulator_temperature). Errors name the key.
-struct Config;
 int endpoint_customer_client(const struct Config *config, OpenAIClient **out, double *temperature, FimiError *err);
 
 #endif

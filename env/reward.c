@@ -222,16 +222,21 @@ int reward_compute(const RewardInput *in, RewardBreakdown *out, FimiError *err) 
     out->judge = 0.0;  // a failed write can never be rescued by the judge
     out->db_failed_judge_zeroed = 1;
   }
+  if (reward_totals(out) != 0) return fimi_fail(err, "reward: task %s declares no checks", t->id ? t->id : "?");
+  return 0;
+}
+
+int reward_totals(RewardBreakdown *out) {
   const double w[4] = {REWARD_W_SEQ, REWARD_W_DB, REWARD_W_COMM, REWARD_W_JUDGE};
   const double r[4] = {out->seq, out->db, out->comm, out->judge};
   double num = 0, num_strict = 0, den = 0;
   for (int k = 0; k < 4; k++) {
-    if (!(t->checks & (1 << k))) continue;
+    if (!(out->checks & (1 << k))) continue;
     num += w[k] * r[k];
     num_strict += w[k] * (k == 0 ? out->seq_strict : r[k]);
     den += w[k];
   }
-  if (den <= 0) return fimi_fail(err, "reward: task %s declares no checks", t->id ? t->id : "?");
+  if (den <= 0) return -1;
   out->total = num / den;
   out->strict_total = num_strict / den;
   return 0;
@@ -262,6 +267,10 @@ cJSON *reward_to_json(const RewardBreakdown *r) {
   cJSON_AddBoolToObject(j, "judge_zeroed_by_db", r->db_failed_judge_zeroed);
   cJSON_AddStringToObject(j, "end", task_end_name(r->end));
   cJSON_AddNumberToObject(j, "turns", r->turns);
+  if (r->judge_model) {  // only then, as below
+    cJSON_AddStringToObject(j, "judge_by", "model");
+    cJSON_AddNumberToObject(j, "judge_rules", r->judge_rules);
+  }
   if (r->simulator_model) {  // only then: files of rule-based runs keep their bytes
     cJSON_AddStringToObject(j, "simulator", "model");
     cJSON_AddNumberToObject(j, "simulator_drift", r->simulator_drift);
@@ -300,6 +309,11 @@ int reward_from_json(const cJSON *json, RewardBreakdown *out, const char *what, 
   int e = task_end_from_name(end);
   if (e < 0) return fimi_fail(err, "%s.end: unknown end \"%s\"", what, end);
   out->end = (TaskEnd)e;
+  const cJSON *by = cJSON_GetObjectItemCaseSensitive(json, "judge_by");
+  if (by && !(cJSON_IsString(by) && !strcmp(by->valuestring, "model")))
+    return fimi_fail(err, "%s.judge_by: only \"model\" is written (absent: the rules)", what);
+  out->judge_model = by != NULL;
+  if (by && json_get_double(json, "judge_rules", 1, &out->judge_rules, what, err) != 0) return -1;
   const cJSON *sim = cJSON_GetObjectItemCaseSensitive(json, "simulator");
   if (sim && !(cJSON_IsString(sim) && !strcmp(sim->valuestring, "model")))
     return fimi_fail(err, "%s.simulator: only \"model\" is written (absent: the rule-based simulator)", what);

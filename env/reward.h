@@ -33,6 +33,8 @@ typedef struct RewardBreakdown {
   int db_failed_judge_zeroed;      // 1 when the judge was zeroed by a failed db check
   TaskEnd end;                     // how the episode ended
   int turns;                       // agent turns used
+  int judge_model;                 // 1 when a served model judged the assertions (eval.judge = model)
+  double judge_rules;              // then: the rules' judge value, kept beside the model's
   int simulator_model;             // 1 when a served model played the customer (env/user_sim_model.h)
   int simulator_drift;             // its replies that broke the task's pinning (0 for the rule-based one)
 } RewardBreakdown;
@@ -73,6 +75,11 @@ int reward_result_holds(const cJSON *result, const char *value);
 int reward_rule_met(const TaskAssertion *a, const RewardInput *in);
 // Case-insensitive substring search.
 int reward_contains(const char *haystack, const char *needle);
+// total and strict_total from the checks' values and the weights above (a
+// judge re-scored by a model judge changes judge, then these). -1 when the
+// breakdown declares no checks.
+int reward_totals(RewardBreakdown *r);
+
 cJSON *reward_to_json(const RewardBreakdown *r);
 // The inverse of reward_to_json (a result file read back): every field
 // reward_to_json writes is required; errors name `what`.field.

@@ -21,8 +21,7 @@ static const char *const JUDGE_SYSTEM =
 
 #define JUDGE_MAX_TOKENS 160
 
-// The conversation as the judge reads it, one line per event.
-static int transcript(const BenchTrace *t, TextBuf *out) {
+int bench_trace_transcript(const BenchTrace *t, TextBuf *out) {
   for (int i = 0; i < t->count; i++) {
     const BenchEvent *e = &t->events[i];
     int rc = 0;
@@ -58,9 +57,8 @@ int bench_judge_read_verdict(const char *answer, char *reason, size_t reason_siz
   return pass != fail ? pass : -1;
 }
 
-// One requirement put to the model: 1 met, 0 not (or unreadable).
-static int ask(BenchModelJudge *m, const char *conversation, const char *requirement, char *reason, size_t reason_size,
-               FimiError *err) {
+int bench_judge_ask(BenchModelJudge *m, const char *conversation, const char *requirement, char *reason,
+                    size_t reason_size, FimiError *err) {
   TextBuf user = {0};
   if (text_printf(&user, err, "Conversation:\n%s\nRequirement: %s", conversation, requirement) != 0) return -1;
   cJSON *body = cJSON_CreateObject(), *messages = cJSON_AddArrayToObject(body, "messages");
@@ -91,7 +89,7 @@ static int model_judge(void *ctx, const BenchCase *c, const BenchTrace *t, Bench
   memset(out, 0, sizeof *out);
   out->pass = 1;
   TextBuf conv = {0};
-  if (transcript(t, &conv) != 0 || (!conv.data && text_append(&conv, "", 0, err) != 0)) {
+  if (bench_trace_transcript(t, &conv) != 0 || (!conv.data && text_append(&conv, "", 0, err) != 0)) {
     text_free(&conv);
     return fimi_fail(err, "out of memory");
   }
@@ -102,7 +100,7 @@ static int model_judge(void *ctx, const BenchCase *c, const BenchTrace *t, Bench
       snprintf(requirement, sizeof requirement, "The agent tells the customer the value \"%s\".", c->facts[k]);
     else
       snprintf(requirement, sizeof requirement, "%s", c->task.assertions[k - c->num_facts].text);
-    int met = ask(m, conv.data, requirement, reason, sizeof reason, err);
+    int met = bench_judge_ask(m, conv.data, requirement, reason, sizeof reason, err);
     if (met < 0) rc = -1;
     else if (!met) bench_verdict_fail(out, "model_judge", "%.150s: %.200s", requirement, reason);
   }

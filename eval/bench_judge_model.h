@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/text.h"
 #include "eval/bench_gates.h"
 #include "net/openai_client.h"
 
@@ -39,6 +40,15 @@ double bench_judge_kappa(const int table[2][2]);
 // {"attempts", "both_pass", "rubric_only", "model_only", "both_fail",
 //  "observed_agreement", "kappa", "assertions", "unreadable"}.
 cJSON *bench_judge_agreement_json(const BenchModelJudge *m);
+
+// The conversation as the judge reads it, one line per event ("Customer:
+// ...", "Agent: ...", "Agent calls NAME {args}", "Tool returns: ...").
+int bench_trace_transcript(const BenchTrace *t, TextBuf *out);
+// One requirement put to the model with the conversation: 1 met, 0 not (an
+// unreadable verdict counts as not met, and in m->unreadable), -1 when the
+// server fails or refuses (err). reason gets the model's reason.
+int bench_judge_ask(BenchModelJudge *m, const char *conversation, const char *requirement, char *reason,
+                    size_t reason_size, FimiError *err);
 
 // The verdict in a judge model's answer: 1 pass, 0 fail, -1 unreadable.
 // reason (may be NULL) gets the model's reason when it gave one.

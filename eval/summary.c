@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eval/bench_judge_model.h"
 #include "eval/stats.h"
 
 // ---- slices -------------------------------------------------------------------------------
@@ -178,6 +179,8 @@ typedef struct DialogMeans {
   int failed;
   int model_customer;  // episodes whose customer a served model played
   int drift, drifted;  // their drift replies, and the episodes with any
+  int judged[2][2];    // episodes judged by a served model: [rules passed][model passed]
+  int model_judged;
 } DialogMeans;
 
 static void dialog_means(const EvalResults *r, DialogMeans *d) {
@@ -190,6 +193,10 @@ static void dialog_means(const EvalResults *r, DialogMeans *d) {
     d->model_customer += e->reward.simulator_model;
     d->drift += e->reward.simulator_drift;
     d->drifted += e->reward.simulator_drift > 0;
+    if (e->reward.judge_model) {
+      d->model_judged++;
+      d->judged[e->reward.judge_rules == 1.0][e->reward.judge == 1.0]++;
+    }
   }
   double n = r->count > 0 ? r->count : 1;
   d->turns /= n, d->tool_calls /= n, d->tool_errors /= n, d->malformed /= n, d->generated /= n, d->tokens /= n;
@@ -226,6 +233,17 @@ static cJSON *dialog_json(const EvalResults *r) {
   cJSON_AddNumberToObject(o, "flops_decode", 2.0 * p * d.generated);
   cJSON_AddNumberToObject(o, "flops_total", 2.0 * p * d.tokens);
   cJSON_AddItemToObject(o, "ends", ends_json(r));
+  if (d.model_judged) {  // eval.judge = model: its agreement with the rules
+    cJSON *j = cJSON_AddObjectToObject(o, "judge");
+    double kappa = bench_judge_kappa((const int(*)[2])d.judged);
+    cJSON_AddNumberToObject(j, "model_judged_episodes", d.model_judged);
+    cJSON_AddNumberToObject(j, "both_pass", d.judged[1][1]);
+    cJSON_AddNumberToObject(j, "rules_only", d.judged[1][0]);
+    cJSON_AddNumberToObject(j, "model_only", d.judged[0][1]);
+    cJSON_AddNumberToObject(j, "both_fail", d.judged[0][0]);
+    if (isnan(kappa)) cJSON_AddNullToObject(j, "kappa");
+    else cJSON_AddNumberToObject(j, "kappa", kappa);
+  }
   if (d.model_customer) {  // env.simulator = model
     cJSON *sim = cJSON_AddObjectToObject(o, "simulator");
     cJSON_AddNumberToObject(sim, "model_episodes", d.model_customer);
@@ -337,6 +355,11 @@ static void md_dialog(FILE *out, const EvalResults *r) {
           d.tool_calls, d.tool_errors, d.generated, d.tokens);
   if (p > 0) fprintf(out, "; compute %.3g FLOPs decode, %.3g FLOPs total", 2 * p * d.generated, 2 * p * d.tokens);
   fprintf(out, ".\n");
+  if (d.model_judged)
+    fprintf(out, "\nThe judge check was decided by a served model in %d episodes; against the rules: %d both "
+                 "passed, %d both failed, %d passed by the rules only, %d by the model only (Cohen's kappa %.3f).\n",
+            d.model_judged, d.judged[1][1], d.judged[0][0], d.judged[1][0], d.judged[0][1],
+            bench_judge_kappa((const int(*)[2])d.judged));
   if (d.model_customer)
     fprintf(out, "\nThe customer was played by a served model in %d episodes: %d replies broke the task's pinning "
                  "(simulator drift), in %d episodes.\n",

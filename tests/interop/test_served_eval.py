@@ -809,3 +809,32 @@ def test_a_replay_is_byte_identical(tasks, tmp_path):
     run("replay", *urls, tmp_path / "run")
     for name in ("eval.json", "eval.md", "bench.json", "bench.md", "bench.episodes.json"):
         assert (tmp_path / "recorded" / name).read_bytes() == (tmp_path / "run" / name).read_bytes(), name
+
+
+def test_a_model_decides_the_judge_check(tmp_path):
+    """eval.judge = model: the judge check of every episode whose task declares it is put to the served
+    judge, one request per assertion; the reward is recomputed, the rules' value kept, and the summary
+    gives the two judges' agreement."""
+    tasks = tmp_path / "judged.jsonl"
+    fimi("env", "sample", "--family", "investment_advice", "--n", 2, "--seed", 3, "--out", tasks)
+    n_assertions = sum(len(json.loads(line)["assertions"]) for line in tasks.read_text().splitlines() if line.strip())
+    runs = {}
+    for name, verdict in (("pass", '{"verdict": "pass", "reason": "ok"}'), ("fail", '{"verdict": "fail"}')):
+        with fake_server(default=answer(verdict)) as s:
+            p = subprocess.run([FIMI_BIN, "eval", "--agent", "oracle", "--tasks", tasks, "--out", tmp_path / f"{name}.json",
+                                "--set", "eval.judge=model", "--set", f"eval.judge_endpoint={s.url}",
+                                "--set", "eval.judge_model=judge"], capture_output=True, text=True, timeout=120,
+                               env=clean_env())
+        assert p.returncode == 0, p.stderr
+        runs[name] = (json.loads((tmp_path / f"{name}.json").read_text()), len(s.requests), p.stdout)
+    passed, asked, stdout = runs["pass"]
+    assert asked == n_assertions and "Cohen's kappa" in stdout
+    for e in passed["episodes"]:
+        assert e["reward"]["judge_by"] == "model" and e["reward"]["judge"] == 1 and e["reward"]["judge_rules"] == 1
+        assert e["reward"]["total"] == 1
+    assert passed["summary"]["dialog"]["judge"]["both_pass"] == 2
+    failed, asked, _ = runs["fail"]
+    assert asked == n_assertions  # every assertion is asked, whatever the answers
+    for e in failed["episodes"]:
+        assert e["reward"]["judge"] == 0 and e["reward"]["judge_rules"] == 1 and e["reward"]["total"] < 1
+    assert failed["summary"]["dialog"]["judge"]["rules_only"] == 2
