@@ -30,12 +30,15 @@ A tiny random checkpoint behind `fimi serve` is evaluated through the
 endpoint and directly (`fimi eval --model`). Both runs must write results
 that `fimi eval compare` reads, and both must record the same system turn.
 
-The same scripted server also plays the other two roles: the customer
+The same scripted server also plays the other roles: the customer
 (env.simulator = model; the oracle scores 1.0 against a customer that
 answers what it is asked, and a customer that gives everything at once is
-counted as drift) and the bench's judge (--judge model: its agreement with
-the rubric judge for a judge that always passes, always fails, or gives no
-verdict).
+counted as drift; one GRPO step in process and on an env rank), the
+bench's judge (--judge model: its agreement with the rubric judge for a
+judge that always passes, always fails, or gives no verdict), the judge
+check of fimi eval (eval.judge = model) and the bench's agent (fimi eval
+bench --endpoint). Last, a served agent, customer and judge replayed from
+their caches with every server stopped write byte-identical files.
 
 Run: FIMI_BIN=build/cmd/fimi .venv/bin/python -m pytest -q tests/interop/test_served_eval.py
 """
@@ -838,3 +841,18 @@ def test_a_model_decides_the_judge_check(tmp_path):
     for e in failed["episodes"]:
         assert e["reward"]["judge"] == 0 and e["reward"]["judge_rules"] == 1 and e["reward"]["total"] < 1
     assert failed["summary"]["dialog"]["judge"]["rules_only"] == 2
+
+
+def test_the_bench_with_a_served_agent(tasks, tmp_path):
+    """`fimi eval bench --endpoint`: the served agent plays every case through the harness, then the gates
+    judge it (a model that only asks for the customer id passes no case)."""
+    fimi("eval", "bench", "build", "--tasks", tasks["one"], "--out", tmp_path / "cases.jsonl", "--adversarial", 0)
+    with fake_server() as s:
+        p = subprocess.run([FIMI_BIN, "eval", "bench", "--endpoint", s.url, "--served-model", "fake", "--cases",
+                            tmp_path / "cases.jsonl", "--attempts", "2", "--out", tmp_path / "bench.json", *BUDGET],
+                           capture_output=True, text=True, timeout=120, env=clean_env())
+    assert p.returncode == 0, p.stderr
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    cases = [line for line in (tmp_path / "cases.jsonl").read_text().splitlines() if line.strip()]
+    assert bench["summary"]["overall"]["attempts"] == 2 * len(cases) and bench["summary"]["overall"]["mean"] == 0
+    assert len(s.requests) > 0 and s.requests[0]["body"]["model"] == "fake"
