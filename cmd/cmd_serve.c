@@ -181,7 +181,9 @@ static int serve_model(ServeArgs *a, GemmaModel *model, const Tokenizer *tok, Fi
   int have_api = 0;
   int rc = device_policy_create(&policy, a->device, model, (int)a->slots, (int)a->context, (int)a->chunk, 0, err);
   if (rc == 0) rc = serve_engine_start(&policy.policy, tok, &ec, &engine, err);
-  ServeApiConfig ac = {.model_name = a->name, .api_key = key, .max_body_bytes = (size_t)a->max_body};
+  // A stream speaks at least every half idle timeout, so the server never closes it as idle.
+  ServeApiConfig ac = {.model_name = a->name, .api_key = key, .max_body_bytes = (size_t)a->max_body,
+                       .keepalive_s = a->idle_s / 2.0};
   if (rc == 0) rc = serve_api_init(&api, &ac, engine, tok, err);
   have_api = rc == 0;
   if (rc == 0) rc = run_until_signal(&api, a, &listen, err);

@@ -42,11 +42,12 @@ int eval_judge_episodes(EvalResults *results, const TaskList *tasks, BenchModelJ
     if (e->failed || !(r->checks & TASK_CHECK_JUDGE)) continue;
     const Task *task = task_by_id(tasks, e->task_id);
     if (!task) return fimi_fail(err, "eval.judge: task %s is not in the task file", e->task_id);
-    double share = 1.0;
-    if (model_share(judge, task, e, &share, err) != 0) return -1;
     r->judge_model = 1;
     r->judge_rules = r->judge;
-    r->judge = r->db_failed_judge_zeroed ? 0.0 : share;
+    if (r->db_failed_judge_zeroed) continue;  // 0 whatever any judge says: not asked, not in the agreement
+    double share = 1.0;
+    if (model_share(judge, task, e, &share, err) != 0) return -1;
+    r->judge = share;
     judge->table[r->judge_rules == 1.0][r->judge == 1.0]++;
     if (reward_totals(r) != 0) return fimi_fail(err, "task %s: a reward without checks", task->id);
   }

@@ -6,8 +6,9 @@
 // judge check has each of its task's assertions put to the model with the
 // episode's conversation (eval/bench_judge_model.h: one request per
 // assertion, a parsed verdict). The judge value becomes the share of
-// assertions the model found met (still 0 when the db check is declared
-// and failed, as the rules have it), total and strict_total are recomputed
+// assertions the model found met (an episode whose declared db check
+// failed keeps its 0, as the rules have it: the model is not asked, and the
+// episode is left out of the agreement), total and strict_total are recomputed
 // (env/reward.h's reward_totals), and the rules' value is kept beside it
 // (reward.judge_rules, written as "judge_rules" with "judge_by": "model").
 // Episodes the environment failed are left as they are.

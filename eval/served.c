@@ -73,14 +73,13 @@ static char *agent_turn(const OpenAIChat *a, FimiError *err) {
   if (a->content && *a->content) rc = text_append_str(&t, a->content, err);
   if (rc == 0 && a->has_call) {
     cJSON *args = a->call_arguments ? cJSON_Parse(a->call_arguments) : NULL;
-    char *call = cJSON_IsObject(args) ? toolcall_render_call(a->call_name, args, err) : NULL;
-    if (!call && !cJSON_IsObject(args))  // broken arguments: the environment says why
-      rc = text_printf(&t, err, "%s<tool_call>{\"name\":\"%s\",\"arguments\":%s}</tool_call>", t.len ? "\n" : "",
-                       a->call_name, a->call_arguments ? a->call_arguments : "");
-    else if (call)
-      rc = text_printf(&t, err, "%s%s", t.len ? "\n" : "", call);
-    else
-      rc = -1;
+    FimiError render = {0};
+    char *call = cJSON_IsObject(args) ? toolcall_render_call(a->call_name, args, &render) : NULL;
+    // Arguments that are not an object, or a name fimi's syntax cannot hold:
+    // the raw text, and the environment says what is wrong.
+    rc = call ? text_printf(&t, err, "%s%s", t.len ? "\n" : "", call)
+              : text_printf(&t, err, "%s<tool_call>{\"name\":\"%s\",\"arguments\":%s}</tool_call>", t.len ? "\n" : "",
+                            a->call_name, a->call_arguments ? a->call_arguments : "");
     free(call);
     cJSON_Delete(args);
   }
@@ -233,6 +232,12 @@ static int step(ServedEpisode *s, int turn, FimiError *err) {
   EnvObservation obs = {0};
   rc = env_step(s->ep, text, strlen(text), &obs, err);
   free(text);
+  if (rc != 0) {  // the environment (or its model-played customer) failed this episode, not the run
+    openai_chat_free(&a);
+    snprintf(e->end, sizeof e->end, "%s", rollout_end_name(ROLLOUT_END_FAILED));
+    e->failed = 1;
+    return OPENAI_REFUSED;
+  }
   if (rc == 0) {
     char id[160];
     add_answer(s, &a, obs.kind == ENV_OBS_TOOL, id, sizeof id);
@@ -292,7 +297,7 @@ static int play_served(const EvalConfig *c, OpenAIClient *client, EnvWorld *worl
     memset(err, 0, sizeof *err);
     rc = 0;
   }
-  if (rc == 0) rc = env_score(s.ep, &e->reward, err);
+  if (rc == 0 && !e->failed) rc = env_score(s.ep, &e->reward, err);  // a failed episode scores 0
   if (rc == 0) rc = eval_record_env_turns(e, s.ep, err);
   if (rc == 0) rc = add_system_turn(e, task, c->rollout.catalog, err);
   if (rc == 0) rc = add_unsent_turn(&s);
@@ -358,6 +363,7 @@ int eval_run_served(const EvalConfig *c, const EvalServedConfig *s, OpenAIClient
   if (eval_config_validate(c, err) != 0) return -1;
   ServedRun run = {.c = c, .client = client, .tasks = tasks, .out = out, .first = out->count,
                    .total = tasks->count * c->trials};
+  if (run.total == 0) return 0;
   for (int g = 0; g < run.total; g++)
     if (!eval_results_add(out, err)) return -1;
   int threads = s->concurrency < 1 ? 1 : s->concurrency > run.total ? run.total : s->concurrency;

@@ -193,7 +193,7 @@ static void dialog_means(const EvalResults *r, DialogMeans *d) {
     d->model_customer += e->reward.simulator_model;
     d->drift += e->reward.simulator_drift;
     d->drifted += e->reward.simulator_drift > 0;
-    if (e->reward.judge_model) {
+    if (e->reward.judge_model && !e->reward.db_failed_judge_zeroed) {
       d->model_judged++;
       d->judged[e->reward.judge_rules == 1.0][e->reward.judge == 1.0]++;
     }

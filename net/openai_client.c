@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -185,9 +186,19 @@ static void cache_write(const OpenAIClient *c, const char *dir, const char *path
   cJSON_AddItemToObject(entry, "request", cJSON_Parse(body));
   cJSON_AddNumberToObject(entry, "status", status);
   cJSON_AddStringToObject(entry, "body", answer);
-  FimiError err = {0};
-  if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || json_write_file(path, entry, &err) != 0)
-    log_warn("--endpoint-cache: could not store an answer in %s (%s)", path, err.message);
+  // A temporary file of this thread's own, then a rename: two writers of
+  // one key (threads or processes) never interleave their bytes.
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.%ld.%lu.tmp", path, (long)getpid(), (unsigned long)pthread_self());
+  char *text = cJSON_Print(entry);
+  FILE *f = text && (mkdir(dir, 0755) == 0 || errno == EEXIST) ? fopen(tmp, "w") : NULL;
+  int ok = f && fputs(text, f) >= 0;
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok || rename(tmp, path) != 0) {
+    log_warn("--endpoint-cache: could not store an answer in %s", path);
+    remove(tmp);
+  }
+  free(text);
   cJSON_Delete(entry);
 }
 

@@ -69,6 +69,7 @@ struct ServeStream {
   char id[40];
   char model[SERVE_MAX_MODEL_NAME];
   int n, include_usage, parse_calls, prompt_len;
+  double keepalive_s;
   int started;                          // the role chunks are out
   size_t sent[SERVE_MAX_CHOICES];       // bytes of each choice's text sent as content
   int in_call[SERVE_MAX_CHOICES];       // the text reached the tool-call tag: content stops there
@@ -215,7 +216,10 @@ int serve_stream_next(ServeStream *s, TextBuf *out) {
       break;
     }
     if (added > 0) break;
-    serve_job_wait(job);
+    if (serve_job_wait_for(job, s->keepalive_s)) {  // nothing new for a while: a comment keeps the line busy
+      rc = text_append_str(out, ": keep-alive\n\n", NULL) == 0 ? 0 : -1;
+      break;
+    }
   }
   pthread_mutex_unlock(&job->lock);
   return rc;
@@ -223,12 +227,20 @@ int serve_stream_next(ServeStream *s, TextBuf *out) {
 
 // ---- chat completions --------------------------------------------------------------------------
 
+// Waits for the job to finish; a client that goes away meanwhile cancels it.
+static void wait_for_job(ServeJob *job, const ServeHttpRequest *q) {
+  pthread_mutex_lock(&job->lock);
+  while (!serve_job_done(job)) {
+    if (serve_job_wait_for(job, 1.0) && q->client_gone && !job->cancelled && q->client_gone(q->client_ctx))
+      job->cancelled = 1;  // (under the job's lock, as serve_job_cancel sets it)
+  }
+  pthread_mutex_unlock(&job->lock);
+}
+
 // The whole answer of a finished job.
 static void answer_completion(ServeApi *api, const ServeRequest *req, ServeJob *job, const char *id, int parse_calls,
-                              ServeHttpResponse *r) {
-  pthread_mutex_lock(&job->lock);
-  while (!serve_job_done(job)) serve_job_wait(job);
-  pthread_mutex_unlock(&job->lock);
+                              const ServeHttpRequest *q, ServeHttpResponse *r) {
+  wait_for_job(job, q);
   ServeError e;
   if (job->error[0]) {
     serve_error(&e, 500, "server_error", NULL, NULL, "generation failed: %s", job->error);
@@ -316,7 +328,7 @@ static void chat_completions(ServeApi *api, const ServeHttpRequest *q, ServeHttp
   snprintf(id, sizeof id, "chatcmpl-%016llx", (unsigned long long)fresh(api));
   int parse_calls = req.tools && req.tool_choice != SERVE_TOOL_CHOICE_NONE;
   if (!req.stream) {
-    answer_completion(api, &req, job, id, parse_calls, r);
+    answer_completion(api, &req, job, id, parse_calls, q, r);
     serve_job_release(job);
     serve_request_free(&req);
     return;
@@ -328,7 +340,8 @@ static void chat_completions(ServeApi *api, const ServeHttpRequest *q, ServeHttp
     r->status = 500;
   } else {
     *s = (ServeStream){.api = api, .job = job, .n = req.n, .include_usage = req.include_usage,
-                       .parse_calls = parse_calls, .prompt_len = job->prompt_len};
+                       .parse_calls = parse_calls, .prompt_len = job->prompt_len,
+                       .keepalive_s = api->c.keepalive_s > 0 ? api->c.keepalive_s : 15};
     snprintf(s->id, sizeof s->id, "%s", id);
     snprintf(s->model, sizeof s->model, "%s", req.model);
     r->status = 200;

@@ -22,6 +22,7 @@ typedef struct ServeApiConfig {
   const char *model_name;  // what /v1/models lists and requests must name
   const char *api_key;     // NULL or "": no key required
   size_t max_body_bytes;
+  double keepalive_s;      // a stream with nothing new this long sends an SSE comment (<= 0: 15)
 } ServeApiConfig;
 
 typedef struct ServeApi {
@@ -45,6 +46,10 @@ typedef struct ServeHttpRequest {
   const char *body;
   size_t body_length;
   int body_too_large;
+  // May be NULL: 1 when the client has closed the connection (a request
+  // waiting for its whole answer then cancels its generation).
+  int (*client_gone)(void *ctx);
+  void *client_ctx;
 } ServeHttpRequest;
 
 typedef struct ServeStream ServeStream;
@@ -63,8 +68,10 @@ void serve_api_handle(ServeApi *api, const ServeHttpRequest *q, ServeHttpRespons
 void serve_http_response_free(ServeHttpResponse *r);
 
 // Appends the stream's next events to out, waiting for the engine when
-// there is nothing new: 1 when the stream is complete ("data: [DONE]" is in
-// out), 0 when more will come, -1 out of memory.
+// there is nothing new (after keepalive_s of nothing, an SSE comment line
+// goes out, so that the connection is never idle while a long prefill or a
+// tool call is generated): 1 when the stream is complete ("data: [DONE]" is
+// in out), 0 when more will come, -1 out of memory.
 int serve_stream_next(ServeStream *s, TextBuf *out);
 // Cancels the generation if it is still running, frees the stream.
 void serve_stream_free(ServeStream *s);

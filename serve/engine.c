@@ -5,9 +5,11 @@
 #define _GNU_SOURCE  // memmem
 #include "serve/engine.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "core/rng.h"
@@ -116,6 +118,16 @@ static void end_unstarted(ServeJob *job, ServeFinish why, const char *message) {
   pthread_cond_broadcast(&job->changed);
   pthread_mutex_unlock(&job->lock);
   serve_job_release(job);
+}
+
+int serve_job_wait_for(ServeJob *job, double seconds) {
+  if (serve_job_done(job)) return 0;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);  // the condition's clock (default attributes)
+  long ns = until.tv_nsec + (long)((seconds - (double)(long)seconds) * 1e9);
+  until.tv_sec += (time_t)seconds + ns / 1000000000L;
+  until.tv_nsec = ns % 1000000000L;
+  return pthread_cond_timedwait(&job->changed, &job->lock, &until) == ETIMEDOUT;
 }
 
 static int job_cancelled(ServeJob *job) {
@@ -235,7 +247,11 @@ static int common_prefix(const EngineSlot *s, const ServeJob *job) {
 }
 
 static int copy_slot(ServeEngine *e, int dst, int src, FimiError *err) {
-  if (e->policy->copy(e->policy->ctx, dst, src, err) != 0) return -1;
+  if (e->policy->copy(e->policy->ctx, dst, src, err) != 0) {
+    e->policy->reset(e->policy->ctx, dst);  // a partial copy holds no prefix anyone may reuse
+    e->slots[dst].len = 0;
+    return -1;
+  }
   memcpy(e->slots[dst].ids, e->slots[src].ids, sizeof(int32_t) * (size_t)e->slots[src].len);
   e->slots[dst].len = e->slots[src].len;
   return 0;

@@ -82,6 +82,8 @@ void serve_job_release(ServeJob *job);
 // Waits (job->lock held by the caller) until something changed or the job
 // finished; returns at once when all choices have finished.
 void serve_job_wait(ServeJob *job);
+// serve_job_wait for at most seconds: 1 when the time ran out.
+int serve_job_wait_for(ServeJob *job, double seconds);
 // 1 when every choice has finished (read under job->lock).
 int serve_job_done(const ServeJob *job);
 

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -94,6 +95,15 @@ static enum MHD_Result send_response(struct MHD_Connection *c, ServeHttpResponse
   return queued;
 }
 
+// 1 when the peer has closed the connection: a read that would return 0
+// bytes (data it sent, a pipelined request, is left where it is).
+static int peer_closed(void *ctx) {
+  const union MHD_ConnectionInfo *info = MHD_get_connection_info(ctx, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!info) return 0;
+  char byte;
+  return recv(info->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **state) {
@@ -117,7 +127,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   ServeHttpRequest q = {.method = method, .path = url,
                         .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                        .body = body->data, .body_length = body->length, .body_too_large = body->too_large};
+                        .body = body->data, .body_length = body->length, .body_too_large = body->too_large,
+                        .client_gone = peer_closed, .client_ctx = c};
   ServeHttpResponse r;
   serve_api_handle(server->api, &q, &r);
   return send_response(c, &r);

@@ -245,17 +245,18 @@ static const char *answered_call(const cJSON *messages, const cJSON *msg, int in
   char param[64];
   snprintf(param, sizeof param, "messages[%d].tool_call_id", index);
   if (!cJSON_IsString(id)) return bad(e, param, "a tool message needs the id of the call it answers"), NULL;
+  const char *found = NULL;  // the nearest: clients may reuse ids turn after turn
   for (const cJSON *m = messages->child; m && m != msg; m = m->next) {
     const cJSON *calls = field(m, "tool_calls");
     for (const cJSON *c = cJSON_IsArray(calls) ? calls->child : NULL; c; c = c->next) {
       const cJSON *cid = cJSON_GetObjectItemCaseSensitive(c, "id");
       const cJSON *name = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "function"), "name");
       if (cJSON_IsString(cid) && strcmp(cid->valuestring, id->valuestring) == 0 && cJSON_IsString(name))
-        return name->valuestring;
+        found = name->valuestring;
     }
   }
-  bad(e, param, "answers no tool call of an earlier assistant message");
-  return NULL;
+  if (!found) bad(e, param, "answers no tool call of an earlier assistant message");
+  return found;
 }
 
 // The text of the tool turn fimi's models were trained on (Gemma 3 format):
@@ -309,25 +310,49 @@ static cJSON *convert_message(const ChatBuilder *b, const cJSON *messages, const
   return out;
 }
 
+// The ids of full (encoded whole, as a model turn's text is) that decode to
+// a prefix of target: a token that runs past target's end is left out, so
+// the model goes on from a token boundary it was trained on ("{\"name\":
+// \"X\"" forced; "\",\"arguments\":{" is the model's own, whatever
+// tokens the vocabulary merges it into).
+static int encode_prefix(const Tokenizer *tok, const char *full, const char *target, TokenIds *out, FimiError *err) {
+  TokenIds ids = {0};
+  int rc = tokenizer_encode(tok, full, strlen(full), TOKENIZER_NO_SPECIAL_MATCH, &ids, err);
+  size_t n = strlen(target), keep = 0;
+  for (size_t k = 1; rc == 0 && k <= ids.len; k++) {
+    char *text = NULL;
+    size_t len = 0;
+    if ((rc = tokenizer_decode(tok, ids.data, k, 0, &text, &len, err)) != 0) break;
+    int within = len <= n && memcmp(text, target, len) == 0;
+    free(text);
+    if (!within) break;
+    keep = k;
+  }
+  if (rc == 0) rc = token_ids_append(out, ids.data, keep, err);
+  token_ids_free(&ids);
+  return rc;
+}
+
 // Appends to prompt the ids that start the model's turn for tool_choice
-// required (the call tag) or a named function (the tag and the name).
+// required (the call tag) or a named function (the tag and the start of
+// the call up to the function's name).
 static int forced_start(const ServeRequest *r, const ChatBuilder *b, TokenIds *prompt, int *forced_len,
                         ServeError *e) {
   size_t before = prompt->len;
   FimiError err = {0};
   int gemma4 = b->format == CHAT_FORMAT_GEMMA4;
   int32_t open = gemma4 ? b->markup[CHAT_G4_CALL_OPEN] : b->specials.tool_call_open;
-  TextBuf rest = {0};
-  int rc = 0;
-  if (open < 0) rc = text_append_str(&rest, "<tool_call>", &err);
-  if (rc == 0 && gemma4) rc = text_append_str(&rest, "call:", &err);
+  TextBuf full = {0}, target = {0};
+  const char *tag = open < 0 ? "<tool_call>" : "";  // a vocabulary without the tag token spells it
+  int rc = text_printf(&full, &err, "%s", tag) || text_printf(&target, &err, "%s", tag);
   if (rc == 0 && r->tool_choice == SERVE_TOOL_CHOICE_NAMED)
-    rc = gemma4 ? text_printf(&rest, &err, "%s{", r->tool_name)
-                : text_printf(&rest, &err, "{\"name\":\"%s\",\"arguments\":", r->tool_name);
+    rc = gemma4 ? text_printf(&full, &err, "call:%s{}", r->tool_name) || text_printf(&target, &err, "call:%s", r->tool_name)
+                : text_printf(&full, &err, "{\"name\":\"%s\",\"arguments\":{}}", r->tool_name) ||
+                      text_printf(&target, &err, "{\"name\":\"%s\"", r->tool_name);
   if (rc == 0 && open >= 0) rc = token_ids_push(prompt, open, &err);
-  if (rc == 0 && rest.len > 0)
-    rc = tokenizer_encode(b->tok, rest.data, rest.len, TOKENIZER_NO_SPECIAL_MATCH, prompt, &err);
-  text_free(&rest);
+  if (rc == 0 && full.len > 0) rc = encode_prefix(b->tok, full.data, target.data, prompt, &err);
+  text_free(&full);
+  text_free(&target);
   if (rc != 0) return serve_error(e, 500, "server_error", NULL, "tool_choice", "%s", err.message);
   *forced_len = (int)(prompt->len - before);
   return 0;

@@ -43,6 +43,7 @@ enum { SLOTS = 3, CAPACITY = 512, MAX_SCRIPT = 128 };
 typedef struct Scripted {
   int V;
   int length[SLOTS], start[SLOTS];  // cached tokens; where the script began
+  int ids[SLOTS][CAPACITY];         // the cached tokens
   int script[MAX_SCRIPT], script_len;
   long prefilled;                   // tokens prefilled in all
   pthread_mutex_t gate_lock;
@@ -58,23 +59,32 @@ static void one_hot(int slot, float *logits) {
   for (int v = 0; v < sp.V; v++) logits[v] = v == id ? 10.0f : -10.0f;
 }
 
+// A sequence that ends with the script's first tokens (a forced
+// tool_choice start) has the script go on after them.
+static int script_overlap(const int *seq, int n) {
+  for (int k = n < sp.script_len ? n : sp.script_len; k > 0; k--)
+    if (memcmp(seq + n - k, sp.script, sizeof(int) * (size_t)k) == 0) return k;
+  return 0;
+}
+
 static int sp_prefill(void *ctx, int slot, const int *tokens, int n, float *logits, FimiError *err) {
-  (void)ctx, (void)tokens;
+  (void)ctx;
   if (sp.length[slot] + n > CAPACITY) return fimi_fail(err, "scripted: full");
+  memcpy(sp.ids[slot] + sp.length[slot], tokens, sizeof(int) * (size_t)n);
   sp.length[slot] += n;
-  sp.start[slot] = sp.length[slot];
+  sp.start[slot] = sp.length[slot] - script_overlap(sp.ids[slot], sp.length[slot]);
   sp.prefilled += n;
   one_hot(slot, logits);
   return 0;
 }
 
 static int sp_decode(void *ctx, const int *tokens, const int *active, float *logits, FimiError *err) {
-  (void)ctx, (void)tokens, (void)err;
+  (void)ctx, (void)err;
   pthread_mutex_lock(&sp.gate_lock);
   while (sp.gate_closed) pthread_cond_wait(&sp.gate_open, &sp.gate_lock);
   pthread_mutex_unlock(&sp.gate_lock);
   for (int b = 0; b < SLOTS; b++)
-    if (active[b]) sp.length[b]++, one_hot(b, logits + (size_t)b * sp.V);
+    if (active[b]) sp.ids[b][sp.length[b]++] = tokens[b], one_hot(b, logits + (size_t)b * sp.V);
   return 0;
 }
 
@@ -82,6 +92,7 @@ static int sp_copy(void *ctx, int dst, int src, FimiError *err) {
   (void)ctx, (void)err;
   sp.length[dst] = sp.length[src];
   sp.start[dst] = sp.start[src];
+  memcpy(sp.ids[dst], sp.ids[src], sizeof(int) * (size_t)sp.length[src]);
   return 0;
 }
 
@@ -318,14 +329,19 @@ static void test_tool_calls(void) {
             strcmp(finish_of(a, 0), "stop") == 0,
         "tool_choice none: the call stays text");
   cJSON_Delete(a);
-  // A named tool_choice: the call's start is forced, the script goes on from there.
-  set_script("{\"account_id\":\"SB1\"}}</tool_call>");
-  long before = sp.prefilled;
+  // A named tool_choice: the call's start up to the name is forced (tokens
+  // of the whole call as a model turn encodes it), the script goes on from
+  // there; the forced tokens are the script's own first ones.
+  set_script(CALL_TEXT);
   a = post_json(USER TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_balance\"}}}",
                 &status);
   msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(a, "choices"), 0), "message");
-  CHECK(status == 200 && cJSON_GetObjectItem(msg, "tool_calls") && sp.prefilled > before,
-        "a named tool_choice forces the call's start (status %d)", status);
+  fn = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(msg, "tool_calls"), 0), "function");
+  args = cJSON_GetObjectItem(fn, "arguments");
+  CHECK(status == 200 && cJSON_IsString(args) && strcmp(args->valuestring, "{\"account_id\":\"SB1\"}") == 0,
+        "a named tool_choice forces the call's start on the script's own tokens (status %d)", status);
+  CHECK(usage_of(a, "completion_tokens") < sp.script_len, "the forced tokens are not generated (%d of %d)",
+        usage_of(a, "completion_tokens"), sp.script_len);
   cJSON_Delete(a);
 }
 
@@ -339,10 +355,11 @@ static char *read_stream(ServeStream *s, int *tool_deltas, int *finishes, int *u
   *tool_deltas = *finishes = *usage = *done = 0;
   for (char *line = all.data; line && *line;) {
     char *end = strstr(line, "\n\n");
-    CHECK(end && strncmp(line, "data: ", 6) == 0, "an SSE event");
+    CHECK(end && (strncmp(line, "data: ", 6) == 0 || line[0] == ':'), "an SSE event or comment");
     if (!end) break;
     *end = '\0';
-    if (strcmp(line + 6, "[DONE]") == 0) {
+    if (line[0] == ':') {  // a keep-alive comment
+    } else if (strcmp(line + 6, "[DONE]") == 0) {
       (*done)++;
     } else {
       cJSON *chunk = cJSON_Parse(line + 6);
@@ -379,6 +396,27 @@ static void test_streams(void) {
   CHECK(text && strcmp(text, "Checking. ") == 0 && tools == 1 && finishes == 1 && usage == 0 && done == 1,
         "a streamed call: content before the tag (\"%s\"), one tool_calls delta (%d)", text, tools);
   free(text);
+  serve_http_response_free(&r);
+}
+
+// A stream with nothing new for keepalive_s sends an SSE comment (a long
+// prefill or a tool call being generated never looks idle).
+static void test_keepalive(void) {
+  set_script("Your balance is 500 rupees.");
+  set_gate(1);  // decode waits: nothing after the first token
+  ServeHttpResponse r;
+  post(USER ",\"stream\":true}", &r);
+  TextBuf out = {0};
+  int rc = r.stream ? 0 : -1, calls = 0;
+  // The role chunk and the first token's text, then nothing: a comment.
+  while (rc == 0 && calls++ < 4 && !(out.data && strstr(out.data, ": keep-alive\n\n")))
+    rc = serve_stream_next(r.stream, &out);
+  CHECK(rc == 0 && out.data && strstr(out.data, ": keep-alive\n\n") && !strstr(out.data, "[DONE]"),
+        "a keep-alive comment while waiting");
+  set_gate(0);
+  while (rc == 0) rc = serve_stream_next(r.stream, &out);
+  CHECK(rc == 1 && strstr(out.data, "data: [DONE]"), "the stream then ends as usual");
+  text_free(&out);
   serve_http_response_free(&r);
 }
 
@@ -496,7 +534,7 @@ int main(void) {
   RolloutPolicy policy = {sp_prefill, sp_decode, sp_copy, sp_reset, sp_truncate, NULL, sp.V, SLOTS, CAPACITY};
   ServeEngineConfig ec = {.max_queue = 2, .num_stop_ids = 1};
   ec.stop_ids[0] = tokenizer_specials(fx.tok)->end_of_turn;
-  ServeApiConfig ac = {.model_name = "m", .max_body_bytes = 1 << 20};
+  ServeApiConfig ac = {.model_name = "m", .max_body_bytes = 1 << 20, .keepalive_s = 0.2};
   CHECK(serve_engine_start(&policy, fx.tok, &ec, &engine, &err) == 0, "engine: %s", err.message);
   CHECK(serve_api_init(&api, &ac, engine, fx.tok, &err) == 0, "api: %s", err.message);
   test_parse_errors();
@@ -504,6 +542,7 @@ int main(void) {
   test_completions();
   test_tool_calls();
   test_streams();
+  test_keepalive();
   test_concurrency();
   test_http();
   serve_engine_free(engine);
