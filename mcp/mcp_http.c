@@ -15,6 +15,7 @@
 
 #include "core/log.h"
 #include "net/http_body.h"
+#include "net/http_daemon.h"
 
 // How often idle sessions are looked for (they are also refused on use
 // once past their time, so this only bounds how long their memory stays).
@@ -156,9 +157,6 @@ static int start_sweeper(McpHttpServer *s, FimiError *err) {
 int mcp_http_start(McpHttpHandler *handler, const HttpListen *listen, int allow_non_loopback, int max_connections,
                    int connection_timeout_s, McpHttpServer **out, FimiError *err) {
   *out = NULL;
-  if (!listen->loopback && !allow_non_loopback)
-    return fimi_fail(err, "--http %s:%d is not a loopback address; serving beyond this machine needs "
-                          "--allow-non-loopback (and TLS in front, docs/mcp.md)", listen->host, listen->port);
   McpHttpServer *s = fimi_calloc(1, sizeof *s, err);
   if (!s) return -1;
   s->handler = handler;
@@ -166,20 +164,12 @@ int mcp_http_start(McpHttpHandler *handler, const HttpListen *listen, int allow_
     mcp_http_stop(s);
     return -1;
   }
-  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-                       MHD_USE_ERROR_LOG | (listen->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-  s->daemon = MHD_start_daemon(flags, (uint16_t)listen->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                               (const struct sockaddr *)&listen->addr, MHD_OPTION_CONNECTION_LIMIT,
-                               (unsigned int)max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                               (unsigned int)connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                               MHD_OPTION_END);
+  s->daemon = http_daemon_start(listen, "--http", "docs/mcp.md", allow_non_loopback, max_connections,
+                                connection_timeout_s, on_request, on_completed, s, &s->port, err);
   if (!s->daemon) {
     mcp_http_stop(s);
-    return fimi_fail(err, "--http %s:%d: could not listen (address in use, or not this machine's)", listen->host,
-                     listen->port);
+    return -1;
   }
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = info ? info->port : listen->port;
   *out = s;
   return 0;
 }
@@ -188,7 +178,7 @@ int mcp_http_port(const McpHttpServer *server) { return server->port; }
 
 void mcp_http_stop(McpHttpServer *s) {
   if (!s) return;
-  if (s->daemon) MHD_stop_daemon(s->daemon);
+  http_daemon_stop(s->daemon, 0);
   if (s->sweeper_started) {
     pthread_mutex_lock(&s->stop_lock);
     s->stopping = 1;

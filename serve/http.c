@@ -8,13 +8,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
-#include <unistd.h>
-
-#include <microhttpd.h>
 
 #include "core/log.h"
 #include "core/text.h"
 #include "net/http_body.h"
+#include "net/http_daemon.h"
 
 struct ServeHttpServer {
   ServeApi *api;
@@ -145,31 +143,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum
 int serve_http_start(ServeApi *api, const HttpListen *listen, int allow_non_loopback, int max_connections,
                      int idle_timeout_s, ServeHttpServer **out, FimiError *err) {
   *out = NULL;
-  if (!listen->loopback && !allow_non_loopback)
-    return fimi_fail(err, "--listen %s:%d is not a loopback address; serving beyond this machine needs "
-                          "--allow-non-loopback and an API key (and TLS in front, docs/serving.md)",
-                     listen->host, listen->port);
-  if (!listen->loopback && !(api->c.api_key && *api->c.api_key))
+  if (!listen->loopback && allow_non_loopback && !(api->c.api_key && *api->c.api_key))
     return fimi_fail(err, "--listen %s:%d: serving beyond this machine needs an API key (--api-key-file or "
                           "FIMI_SERVE_API_KEY)", listen->host, listen->port);
   ServeHttpServer *s = fimi_calloc(1, sizeof *s, err);
   if (!s) return -1;
   s->api = api;
-  // MHD_USE_ITC: quiescing (serve_http_stop) is safe with it.
-  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC |
-                       MHD_USE_ERROR_LOG | (listen->addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-  s->daemon = MHD_start_daemon(flags, (uint16_t)listen->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                               (const struct sockaddr *)&listen->addr, MHD_OPTION_CONNECTION_LIMIT,
-                               (unsigned int)max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                               (unsigned int)idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                               MHD_OPTION_END);
+  s->daemon = http_daemon_start(listen, "--listen", "docs/serving.md", allow_non_loopback, max_connections,
+                                idle_timeout_s, on_request, on_completed, s, &s->port, err);
   if (!s->daemon) {
     free(s);
-    return fimi_fail(err, "--listen %s:%d: could not listen (address in use, or not this machine's)", listen->host,
-                     listen->port);
+    return -1;
   }
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = info ? info->port : listen->port;
   *out = s;
   return 0;
 }
@@ -182,14 +167,6 @@ int serve_http_port(const ServeHttpServer *server) { return server->port; }
 
 void serve_http_stop(ServeHttpServer *s) {
   if (!s) return;
-  if (s->daemon) {
-    MHD_quiesce_daemon(s->daemon);
-    for (int i = 0; i < DRAIN_S * 100; i++) {
-      const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-      if (!info || info->num_connections == 0) break;
-      usleep(10000);
-    }
-    MHD_stop_daemon(s->daemon);
-  }
+  http_daemon_stop(s->daemon, DRAIN_S);
   free(s);
 }
