@@ -171,12 +171,9 @@ static int run_served(const EvalArgs *a, const EvalConfig *e, const TaskList *ta
 // eval.judge = model: the judge check of every episode decided again by a
 // served model (eval/episode_judge.h).
 static int judge_with_model(const Config *config, EvalResults *results, const TaskList *tasks, FimiError *err) {
-  const char *kind = config_get_string(config, "eval", "judge", err);
-  if (!kind) return -1;
-  if (!strcmp(kind, "rules")) return 0;
-  if (strcmp(kind, "model") != 0) return fimi_fail(err, "eval.judge: \"%s\" is not rules or model", kind);
   BenchModelJudge judge = {0};
   if (endpoint_config_client(config, "eval", "judge", &judge.client, err) != 0) return -1;
+  if (!judge.client) return 0;  // eval.judge = rules
   int rc = eval_judge_episodes(results, tasks, &judge, err);
   openai_client_free(judge.client);
   return rc;

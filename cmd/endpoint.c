@@ -82,6 +82,10 @@ static const char *nonempty(const Config *c, const char *section, const char *pr
 int endpoint_config_client(const Config *c, const char *section, const char *prefix, OpenAIClient **out,
                            FimiError *err) {
   *out = NULL;
+  const char *kind = config_get_string(c, section, prefix, err);
+  if (!kind) return -1;
+  if (!strcmp(kind, "rules")) return 0;
+  if (strcmp(kind, "model") != 0) return fimi_fail(err, "%s.%s: \"%s\" is not rules or model", section, prefix, kind);
   EndpointArgs a = {.endpoint = nonempty(c, section, prefix, "endpoint", err),
                     .model = nonempty(c, section, prefix, "model", err),
                     .api_key_file = nonempty(c, section, prefix, "api_key_file", err),
@@ -96,10 +100,7 @@ int endpoint_config_client(const Config *c, const char *section, const char *pre
 
 int endpoint_customer_client(const Config *config, OpenAIClient **out, double *temperature, FimiError *err) {
   *out = NULL;
-  const char *kind = config_get_string(config, "env", "simulator", err);
-  if (!kind) return -1;
-  if (!strcmp(kind, "rules")) return 0;
-  if (strcmp(kind, "model") != 0) return fimi_fail(err, "env.simulator: \"%s\" is not rules or model", kind);
-  if (config_get_float(config, "env", "simulator_temperature", temperature, err) != 0) return -1;
-  return endpoint_config_client(config, "env", "simulator", out, err);
+  return config_get_float(config, "env", "simulator_temperature", temperature, err) != 0
+             ? -1
+             : endpoint_config_client(config, "env", "simulator", out, err);
 }

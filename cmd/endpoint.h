@@ -30,8 +30,9 @@ int endpoint_flag(EndpointArgs *a, const char *flag, const char *v, FimiError *e
 int endpoint_client_create(const EndpointArgs *a, OpenAIClient **out, FimiError *err);
 
 struct Config;
-// The client a config names with SECTION.PREFIX_endpoint, _model,
-// _api_key_file, _cache, _cache_mode (e.g. env.simulator_*, eval.judge_*).
+// The served model a config chooses: SECTION.PREFIX is rules (*out NULL)
+// or model, which needs SECTION.PREFIX_endpoint and _model (and takes
+// _api_key_file, _cache, _cache_mode): env.simulator, eval.judge.
 int endpoint_config_client(const struct Config *config, const char *section, const char *prefix, OpenAIClient **out,
                            FimiError *err);
 // env.simulator and its simulator_* keys: *out NULL for "rules", else the
