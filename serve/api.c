@@ -95,8 +95,8 @@ static size_t sendable(ServeStream *s, const ServeChoice *ch, int i) {
   size_t limit = ch->visible;
   if (!s->parse_calls) return limit;
   const char *tag = call_tag(s->api);
-  size_t m = strlen(tag);
-  const char *hit = memmem(ch->text.data ? ch->text.data : "", limit, tag, m);
+  size_t m = strlen(tag), from = s->sent[i];  // no tag starts before what was sent: each byte is read once
+  const char *hit = limit > from ? memmem(ch->text.data + from, limit - from, tag, m) : NULL;
   if (hit) {
     s->in_call[i] = 1;
     return (size_t)(hit - ch->text.data);
