@@ -41,6 +41,8 @@ import pytest
 openai = pytest.importorskip("openai", reason="the openai Python SDK (pip install openai) is not installed")
 from openai import OpenAI  # noqa: E402
 
+from fimi_tiny import tiny_checkpoint  # noqa: E402  (same directory)
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIMI_BIN = os.environ.get(
     "FIMI_BIN", os.path.join(os.environ.get("FIMI_BUILD_DIR", os.path.join(REPO_ROOT, "build")), "cmd", "fimi")
@@ -164,10 +166,7 @@ def openai_history(messages):
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     d = tmp_path_factory.mktemp("serve-ckpt")
-    fimi("env", "sample", "--family", "balance_enquiry", "--n", 3, "--seed", 9, "--out", d / "bal.jsonl")
-    fimi("env", "transcripts", "--task-file", d / "bal.jsonl", "--catalog", "family", "--out", d / "bal-sft.jsonl")
-    fimi("tokenizer", "train", "--input", d / "bal-sft.jsonl", "--vocab-size", 512, "--out", d / "tok.json")
-    fimi("init", "--preset", "tiny", "--tokenizer", d / "tok.json", "--out", d / "model")
+    tiny_checkpoint(FIMI_BIN, d)
     rows = [json.loads(line) for line in (d / "bal-sft.jsonl").read_text().splitlines() if line.strip()]
     messages = rows[0]["messages"]
     assert messages[0]["role"] == "system" and messages[1]["role"] == "user"

@@ -58,6 +58,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from fimi_tiny import tiny_checkpoint  # same directory
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIMI_BIN = os.environ.get(
     "FIMI_BIN", os.path.join(os.environ.get("FIMI_BUILD_DIR", os.path.join(REPO_ROOT, "build")), "cmd", "fimi")
@@ -539,13 +541,8 @@ def test_cache_record_asks_only_for_what_it_lacks(tasks, tmp_path):
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """A tiny random checkpoint, made as tests/interop/test_serve_openai.py makes it."""
-    d = tmp_path_factory.mktemp("served-ckpt")
-    fimi("env", "sample", "--family", "balance_enquiry", "--n", 3, "--seed", 9, "--out", d / "bal.jsonl")
-    fimi("env", "transcripts", "--task-file", d / "bal.jsonl", "--catalog", "family", "--out", d / "bal-sft.jsonl")
-    fimi("tokenizer", "train", "--input", d / "bal-sft.jsonl", "--vocab-size", 512, "--out", d / "tok.json")
-    fimi("init", "--preset", "tiny", "--tokenizer", d / "tok.json", "--out", d / "model")
-    return d / "model"
+    """A tiny random checkpoint (fimi_tiny.py)."""
+    return tiny_checkpoint(FIMI_BIN, tmp_path_factory.mktemp("served-ckpt"))
 
 
 @contextlib.contextmanager
@@ -705,12 +702,9 @@ def grpo_step(tmp_path, url, *launch, extra=()):
     """One tiny GRPO step (a random model, 2 tasks x 2 rollouts) whose customer the scripted server plays."""
     d = tmp_path / "grpo"
     d.mkdir()
-    fimi("env", "sample", "--family", "balance_enquiry", "--n", 2, "--seed", 1, "--out", d / "train.jsonl")
-    fimi("env", "transcripts", "--task-file", d / "train.jsonl", "--catalog", "family", "--out", d / "sft.jsonl")
-    fimi("tokenizer", "train", "--input", d / "sft.jsonl", "--vocab-size", 512, "--out", d / "tok.json")
-    fimi("init", "--preset", "tiny", "--tokenizer", d / "tok.json", "--out", d / "init")
+    init = tiny_checkpoint(FIMI_BIN, d, n=2, seed=1)
     args = [*launch, FIMI_BIN, "train", "--config", os.path.join(REPO_ROOT, "configs", "tiny-cpu-grpo.ini"),
-            "--set", f"train.init={d / 'init'}", "--set", f"env.tasks={d / 'train.jsonl'}", "--set", "env.val_tasks=",
+            "--set", f"train.init={init}", "--set", f"env.tasks={d / 'bal.jsonl'}", "--set", "env.val_tasks=",
             "--set", f"train.out_dir={d / 'run'}", "--set", "train.steps=1", "--set", "train.progress=false",
             "--set", "grpo.tasks_per_step=2", "--set", "grpo.group_size=2", "--set", "train.micro_batch=4",
             "--set", "train.grad_accum=1", "--set", "grpo.max_turn_tokens=8", "--set", "grpo.max_episode_tokens=24",

@@ -68,6 +68,8 @@ import urllib.request
 
 import pytest
 
+from fimi_tiny import tiny_checkpoint  # same directory
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIMI_BIN = os.path.abspath(os.environ.get(
     "FIMI_BIN", os.path.join(os.environ.get("FIMI_BUILD_DIR", os.path.join(REPO_ROOT, "build")), "cmd", "fimi")
@@ -151,10 +153,7 @@ def server_env():
 def checkpoint(tmp_path_factory):
     """A tiny fimi checkpoint after a few SFT steps, and the directory transformers serves."""
     d = tmp_path_factory.mktemp("independent-ckpt")
-    fimi("env", "sample", "--family", "balance_enquiry", "--n", 2, "--seed", 9, "--out", d / "bal.jsonl")
-    fimi("env", "transcripts", "--task-file", d / "bal.jsonl", "--catalog", "family", "--out", d / "bal-sft.jsonl")
-    fimi("tokenizer", "train", "--input", d / "bal-sft.jsonl", "--vocab-size", 512, "--out", d / "tok.json")
-    fimi("init", "--preset", "tiny", "--tokenizer", d / "tok.json", "--out", d / "model")
+    tiny_checkpoint(FIMI_BIN, d, n=2)
     fimi("data", "tokenize", "--input", d / "bal-sft.jsonl", "--tokenizer", d / "tok.json", "--out", d / "sft.h5",
          "--kind", "sft")
     fimi("train", "--config", os.path.join(REPO_ROOT, "configs", "tiny-cpu-sft.ini"),
