@@ -89,7 +89,7 @@ transformers[serving] + httpx, e.g. a separate bench venv:
 `pip install "transformers[serving]"`, which brings fastapi, uvicorn,
 openai and httpx, named httpx2 in some releases):
 
-  /work/benchvenv/bin/python bench/serve_bench.py [--fimi build/cmd/fimi]
+  VENV/bin/python bench/serve_bench.py [--fimi build/cmd/fimi]
       [--model repro-out/sft/base] [--prompts repro-out/data/sft.jsonl]
       [--concurrency 1,8,32] [--requests R] [--warmup 4] [--max-tokens 64]
       [--threads T] [--context 2048] [--servers fimi,transformers]

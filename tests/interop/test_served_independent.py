@@ -53,7 +53,7 @@ to this Python; without one the module is skipped. The whole module takes
 about 30 s on 2 cores, most of it the checkpoint's load check and the
 server's start.
 
-Run: FIMI_BIN=build/cmd/fimi FIMI_TRANSFORMERS_SERVE=/work/benchvenv/bin/transformers \\
+Run: FIMI_BIN=build/cmd/fimi FIMI_TRANSFORMERS_SERVE=VENV/bin/transformers \\
          .venv/bin/python -m pytest -q tests/interop/test_served_independent.py
 """
 import json
